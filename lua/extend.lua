@@ -1,0 +1,10 @@
+-- extend: reset the lease's TTL if, and only if, this owner still holds it (watchdog renewal and extend()).
+-- KEYS[1]  lock hash
+-- ARGV[1]  owner
+-- ARGV[2]  lease ms (the TTL to set)
+-- Returns  1 when extended, 0 when the owner no longer holds the lease (expired, released or force-unlocked).
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0

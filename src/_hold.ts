@@ -1,0 +1,177 @@
+// A Hold is one (client, name, owner) that this process holds, however many reentrant Lease handles share it.
+// It owns the single timer: the next watchdog renewal, or the local deadline.
+import type { ClientState } from "./_client.ts";
+import { LeaseLostError, type LeaseLossReason } from "./errors.ts";
+import type { Lease } from "./lease.ts";
+import { extend as EXTEND, release as RELEASE } from "./_scripts.ts";
+import { type Timer, unrefTimeout } from "./_timers.ts";
+
+/** Redlock's clock-drift allowance: 1 % of the lease plus 2 ms. */
+export function drift(ms: number): number {
+  return Math.floor(ms * 0.01) + 2;
+}
+
+export function keysOf(prefix: string, name: string): [hash: string, queue: string] {
+  const hash = `${prefix}:{${name}}`;
+  return [hash, `${hash}:q`];
+}
+
+export class Hold {
+  readonly handles: Set<LeaseImpl> = new Set();
+  lost = false;
+  #timer: Timer | undefined;
+  #renewing = false;
+
+  constructor(
+    readonly st: ClientState,
+    readonly id: string,
+    readonly key: string,
+    readonly name: string,
+    readonly owner: string,
+    readonly fence: number,
+    /** TTL set on renewal (watchdog) or the fixed lease. */
+    public ms: number,
+    public watchdog: boolean,
+    /** Conservative local deadline, performance.now() clock. */
+    public deadline: number,
+  ) {}
+
+  get active(): boolean {
+    return !this.lost && this.handles.size > 0;
+  }
+
+  /** Arm the one timer: the next renewal in watchdog mode (unless one is in flight), else the deadline. */
+  arm(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (!this.active) return;
+    const now = performance.now();
+    if (this.watchdog && !this.#renewing) {
+      const at = Math.min(this.deadline, this.deadline - this.ms + drift(this.ms) + Math.floor(this.ms / 3));
+      this.#timer = unrefTimeout(() => void this.#renew(), at - now);
+    } else {
+      this.#timer = unrefTimeout(() => {
+        this.#timer = undefined;
+        if (performance.now() >= this.deadline) this.lose(this.watchdog ? "unreachable" : "expired");
+        else this.arm();
+      }, this.deadline - now);
+    }
+  }
+
+  async #renew(): Promise<void> {
+    this.#timer = undefined;
+    if (!this.active) return;
+    if (performance.now() >= this.deadline) return this.lose("unreachable");
+    this.#renewing = true;
+    this.arm(); // the deadline guard while the renewal is in flight
+    const t0 = performance.now();
+    let r: unknown;
+    try {
+      r = await this.st.run(EXTEND, [this.key], [this.owner, String(this.ms)]);
+    } catch (e) {
+      this.#renewing = false;
+      if (!this.active) return;
+      // Redis unreachable or erroring: keep trying until the local deadline, then give the lease up.
+      const left = this.deadline - performance.now();
+      if (left <= 0) return this.lose("unreachable", e);
+      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      this.#timer = unrefTimeout(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.ms / 10))));
+      return;
+    }
+    this.#renewing = false;
+    if (!this.active) return;
+    if (r === 1) {
+      this.deadline = Math.max(this.deadline, t0 + this.ms - drift(this.ms));
+      this.arm();
+    } else {
+      this.lose("not-held");
+    }
+  }
+
+  lose(why: LeaseLossReason, cause?: unknown): void {
+    if (this.lost) return;
+    this.lost = true;
+    this.stop();
+    const reason = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
+    for (const h of this.handles) h.controller.abort(reason);
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.st.holds.get(this.id) === this) this.st.holds.delete(this.id);
+  }
+}
+
+export class LeaseImpl implements Lease {
+  readonly controller: AbortController = new AbortController();
+  /** Set once release() has started for this handle. */
+  releasing: Promise<boolean> | undefined;
+
+  constructor(readonly hold: Hold, readonly name: string, readonly owner: string, readonly fence: number) {}
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+  get expiresAt(): number {
+    return this.hold.deadline;
+  }
+  get remainingMs(): number {
+    return Math.max(0, this.hold.deadline - performance.now());
+  }
+  async [Symbol.asyncDispose](): Promise<void> {
+    await releaseHandle(this);
+  }
+}
+
+/** Attach a new handle for a fresh or reentrant grant measured from `t0` (sent-before time). */
+export function grant(
+  st: ClientState,
+  key: string,
+  name: string,
+  owner: string,
+  fence: number,
+  ms: number,
+  watchdog: boolean,
+  t0: number,
+): LeaseImpl {
+  const id = `${key}\n${owner}`;
+  const deadline = t0 + ms - drift(ms);
+  let hold = st.holds.get(id);
+  if (hold && hold.fence !== fence) {
+    // Redis granted a new lease (new fence): the hold we knew of had been lost without us noticing yet.
+    hold.lose("not-held");
+    hold = undefined;
+  }
+  if (!hold) {
+    hold = new Hold(st, id, key, name, owner, fence, ms, watchdog, deadline);
+    st.holds.set(id, hold);
+  } else {
+    // Reentrant: the script only ever lengthens the TTL (PEXPIRE GT).
+    hold.deadline = Math.max(hold.deadline, deadline);
+    if (watchdog && !hold.watchdog) {
+      hold.watchdog = true;
+      hold.ms = ms;
+    }
+  }
+  const lease = new LeaseImpl(hold, name, owner, fence);
+  hold.handles.add(lease);
+  hold.arm();
+  return lease;
+}
+
+/** Implementation of release(): idempotent per handle; false once released, when lost, or if Redis says so. */
+export function releaseHandle(lease: LeaseImpl): Promise<boolean> {
+  return lease.releasing ??= (async () => {
+    const hold = lease.hold;
+    hold.handles.delete(lease);
+    if (hold.handles.size === 0) hold.stop();
+    if (!lease.signal.aborted) lease.controller.abort(new DOMException("Lease released", "AbortError"));
+    const [key, queue] = [hold.key, `${hold.key}:q`];
+    const r = await hold.st.run(RELEASE, [key, queue], [hold.owner, String(FENCE_RETAIN_MS), "PUBLISH", "", ""]);
+    return r !== 0;
+  })();
+}
+
+/** How long the fence record outlives a final release, ms. */
+export const FENCE_RETAIN_MS = 10_000;

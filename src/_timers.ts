@@ -1,0 +1,19 @@
+// Timers that never keep a process alive, on Node, Bun (Timeout#unref) and Deno (Deno.unrefTimer).
+declare const Deno: { unrefTimer(id: number): void };
+
+/** Largest delay setTimeout accepts without firing at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+export type Timer = ReturnType<typeof setTimeout>;
+
+export function unrefTimeout(fn: () => void, ms: number): Timer {
+  const t = setTimeout(fn, Math.min(Math.max(0, ms), MAX_TIMER_MS));
+  if (typeof t === "object" && t !== null && typeof (t as { unref?: unknown }).unref === "function") {
+    (t as unknown as { unref(): void }).unref();
+  } else {
+    try {
+      Deno.unrefTimer(t as unknown as number);
+    } catch { /* not Deno: nothing to unref */ }
+  }
+  return t;
+}

@@ -1,0 +1,104 @@
+// Argument checks shared by every entry point; they run before any Redis command.
+import type { AcquireOptions, KeyOptions, Lease } from "./lease.ts";
+import { MAX_TIMER_MS } from "./_timers.ts";
+
+export const DEFAULT_PREFIX = "redlease";
+export const DEFAULT_WATCHDOG_MS = 30_000;
+export const DEFAULT_WAIT_MS = 10_000;
+const MAX_NAME = 1024;
+const MAX_OWNER = 512;
+
+function show(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v.length > 40 ? v.slice(0, 40) + "…" : v);
+  if (typeof v === "number" || typeof v === "boolean" || v == null) return String(v);
+  if (typeof v === "function") return "a function";
+  if (Array.isArray(v)) return "an array";
+  return typeof v === "object" ? "an object" : typeof v;
+}
+
+export function fail(op: string, what: string, must: string, value: unknown, Err = TypeError): never {
+  throw new Err(`Cannot ${op} as '${what}' ${must}: current value is ${show(value)}`);
+}
+
+export function checkName(op: string, name: unknown): asserts name is string {
+  if (typeof name !== "string" || name.length === 0 || name.length > MAX_NAME) {
+    fail(op, "name", `must be a non-empty string of at most ${MAX_NAME} characters`, name, typeof name === "string" ? RangeError : TypeError);
+  }
+}
+
+export function checkPrefix(op: string, options: KeyOptions | undefined): string {
+  if (options !== undefined && (typeof options !== "object" || options === null)) {
+    fail(op, "options", "must be an object", options);
+  }
+  const prefix = options?.prefix ?? DEFAULT_PREFIX;
+  if (typeof prefix !== "string" || prefix.length === 0 || /[{}]/.test(prefix)) {
+    fail(op, "prefix", "must be a non-empty string without '{' or '}'", prefix, typeof prefix === "string" ? RangeError : TypeError);
+  }
+  return prefix;
+}
+
+function checkMs(op: string, what: string, v: unknown, min: number): number {
+  if (typeof v !== "number") fail(op, what, `must be an integer from ${min} to ${MAX_TIMER_MS}`, v);
+  if (!Number.isInteger(v) || v < min || v > MAX_TIMER_MS) {
+    fail(op, what, `must be an integer from ${min} to ${MAX_TIMER_MS}`, v, RangeError);
+  }
+  return v;
+}
+
+export function checkLeaseMs(op: string, v: unknown): number {
+  return checkMs(op, "leaseMs", v, 1);
+}
+
+/** Options resolved and checked. */
+export interface Resolved {
+  readonly name: string;
+  readonly prefix: string;
+  /** Lease TTL to set in ms (the fixed lease, or the watchdog period). */
+  readonly ms: number;
+  readonly watchdog: boolean;
+  readonly waitMs: number;
+  readonly signal: AbortSignal | undefined;
+  readonly owner: string | undefined;
+}
+
+export function resolveAcquire(
+  op: string,
+  name: unknown,
+  options: AcquireOptions | undefined,
+  ownerOf: (lease: Lease) => string | undefined,
+): Resolved {
+  checkName(op, name);
+  const prefix = checkPrefix(op, options);
+  const o = options ?? {};
+  let ms: number;
+  let watchdog: boolean;
+  if (o.leaseMs !== undefined) {
+    ms = checkLeaseMs(op, o.leaseMs);
+    watchdog = false;
+    if (o.watchdogMs !== undefined) fail(op, "watchdogMs", "must be omitted when 'leaseMs' is given", o.watchdogMs);
+  } else {
+    ms = o.watchdogMs === undefined ? DEFAULT_WATCHDOG_MS : checkMs(op, "watchdogMs", o.watchdogMs, 30);
+    watchdog = true;
+  }
+  const waitMs = o.waitMs ?? DEFAULT_WAIT_MS;
+  if (typeof waitMs !== "number") fail(op, "waitMs", "must be a number", waitMs);
+  if (Number.isNaN(waitMs) || waitMs < 0 || (!Number.isInteger(waitMs) && waitMs !== Infinity)) {
+    fail(op, "waitMs", "must be a non-negative integer or Infinity", waitMs, RangeError);
+  }
+  const signal = o.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
+  let owner: string | undefined;
+  if (o.owner !== undefined) {
+    if (typeof o.owner === "string") {
+      owner = o.owner;
+      if (owner.length === 0 || owner.length > MAX_OWNER) {
+        fail(op, "owner", `must be a non-empty string of at most ${MAX_OWNER} characters`, owner, RangeError);
+      }
+    } else {
+      owner = ownerOf(o.owner as Lease);
+      if (owner === undefined) fail(op, "owner", "must be a string or a Lease from this library", o.owner);
+    }
+  }
+  signal?.throwIfAborted();
+  return { name, prefix, ms, watchdog, waitMs, signal, owner };
+}

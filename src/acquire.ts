@@ -1,0 +1,53 @@
+import type { NodeRedisLike } from "./_client.ts";
+import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
+import { resolveAcquire } from "./_validate.ts";
+import type { AcquireOptions, Lease } from "./lease.ts";
+
+export type { AcquireOptions, KeyOptions, Lease } from "./lease.ts";
+
+/**
+ * Acquire the lease `name`, waiting for it if another owner holds it.
+ *
+ * One round trip when the lease is free. When it is held, the caller joins a first-come-first-served queue
+ * in Redis and sleeps; the holder's release hands the lease directly to the first live waiter, whose client
+ * learns of it by one pub/sub message, so a release wakes exactly one waiter. Every sleep is also bounded by
+ * the holder's remaining TTL, so a holder that dies without releasing delays waiters by at most its lease.
+ *
+ * Without `leaseMs` the lease is kept alive by a watchdog (renewed every `watchdogMs / 3`) until released;
+ * `lease.signal` aborts with {@linkcode LeaseLostError} the moment it is known to be lost.
+ *
+ * @param client A connected node-redis v4 client (`createClient()` after `connect()`).
+ * @param name The lease name; any non-empty string up to 1024 characters.
+ * @param options See {@linkcode AcquireOptions}.
+ * @returns The held {@linkcode Lease}.
+ * @throws {LockTimeoutError} when `waitMs` runs out (or with `waitMs: 0`, when the lease is held).
+ * @throws {TypeError | RangeError} for invalid arguments, before any Redis command.
+ * @throws `signal.reason` when `signal` aborts the wait.
+ *
+ * @example Hold a lease and release it at the end of the scope
+ * ```ts
+ * import { createClient } from "redis";
+ * import { acquire } from "redlease";
+ *
+ * const client = await createClient({ url: "redis://localhost:6379" }).connect();
+ * {
+ *   await using lease = await acquire(client, "reports:daily", { waitMs: 5_000 });
+ *   console.log(`holding with fence ${lease.fence}`);
+ * }
+ * await client.quit();
+ * ```
+ *
+ * @example Try once, with a fixed 2 s lease and no renewal
+ * ```ts
+ * const lease = await acquire(client, "cron:cleanup", { waitMs: 0, leaseMs: 2_000 });
+ * ```
+ */
+export function acquire(client: NodeRedisLike, name: string, options?: AcquireOptions): Promise<Lease> {
+  try {
+    checkClient("acquire lease", client);
+    return acquireResolved(client, resolveAcquire("acquire lease", name, options, ownerOf));
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+

@@ -1,0 +1,40 @@
+import { drift } from "./_hold.ts";
+import { extend as EXTEND } from "./_scripts.ts";
+import { checkLeaseMs } from "./_validate.ts";
+import type { Lease } from "./lease.ts";
+import { checkLease } from "./_acquire.ts";
+
+/**
+ * Reset a held lease's TTL to `leaseMs`, if this owner still holds it. Affects every reentrant hold of the same
+ * owner (they share one key). In watchdog mode the next renewal sets the TTL back to `watchdogMs`.
+ *
+ * @param lease A lease from {@linkcode acquire}.
+ * @param leaseMs The new TTL in ms, integer from 1 to 2147483647.
+ * @default leaseMs the lease's own `leaseMs` (or `watchdogMs` in watchdog mode)
+ * @returns `false` when the lease was no longer held (released, lost, expired or force-unlocked); the lease is
+ *   then lost and its signal aborts with {@linkcode LeaseLostError}. Rejects only on a Redis error.
+ *
+ * @example Extend a fixed lease before a long step
+ * ```ts
+ * import { acquire, extend } from "redlease";
+ * const lease = await acquire(client, "export", { leaseMs: 10_000 });
+ * if (!(await extend(lease, 60_000))) throw new Error("lease lost");
+ * ```
+ */
+export async function extend(lease: Lease, leaseMs?: number): Promise<boolean> {
+  checkLease("extend lease", lease);
+  const hold = lease.hold;
+  const ms = leaseMs === undefined ? hold.ms : checkLeaseMs("extend lease", leaseMs);
+  if (lease.releasing || lease.signal.aborted || !hold.active) return false;
+  const t0 = performance.now();
+  const r = await hold.st.run(EXTEND, [hold.key], [hold.owner, String(ms)]);
+  if (!hold.active) return false;
+  if (r !== 1) {
+    hold.lose("not-held");
+    return false;
+  }
+  hold.deadline = t0 + ms - drift(ms);
+  if (!hold.watchdog) hold.ms = ms;
+  hold.arm();
+  return true;
+}

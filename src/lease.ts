@@ -1,0 +1,87 @@
+/**
+ * A held lease. Returned by {@linkcode acquire} and passed to the {@linkcode withLock} callback.
+ *
+ * `await using lease = await acquire(client, name)` releases it when the scope ends.
+ *
+ * @example Hold a lease for a block and pass its fence to the protected resource
+ * ```ts
+ * import { acquire } from "redlease";
+ * await using lease = await acquire(client, "invoice:42");
+ * await db.write({ fence: lease.fence, signal: lease.signal });
+ * ```
+ */
+export interface Lease extends AsyncDisposable {
+  /** The lease name passed to `acquire`. */
+  readonly name: string;
+  /** The owner this hold counts for (a random id unless `owner` was given). */
+  readonly owner: string;
+  /**
+   * Fencing token: strictly greater than every token handed out earlier for this name (see README, "Fencing
+   * tokens"). Reentrant holds share their first hold's token. Pass it to the resource you protect and have it
+   * reject writes carrying a token lower than the highest it has seen.
+   */
+  readonly fence: number;
+  /**
+   * Aborts when the hold ends: with a {@linkcode LeaseLostError} reason when the lease is lost, with an
+   * `AbortError` DOMException when it is released.
+   */
+  readonly signal: AbortSignal;
+  /**
+   * Conservative local deadline on the `performance.now()` clock: the lease is held at least until then unless
+   * Redis loses it. Measured from before the command was sent, minus a drift margin (1 % of the lease + 2 ms).
+   * Watchdog renewals move it forward.
+   */
+  readonly expiresAt: number;
+  /** `expiresAt - performance.now()`, never below 0. */
+  readonly remainingMs: number;
+}
+
+/**
+ * Where the keys of a lease live.
+ */
+export interface KeyOptions {
+  /**
+   * Key prefix. The lease named `name` uses the hash `<prefix>:{<name>}`, its wait queue
+   * `<prefix>:{<name>}:q` and channels `<prefix>:{<name>}:w:<client id>` (one hash slot per name).
+   * Must not contain `{` or `}`.
+   * @default {"redlease"}
+   */
+  readonly prefix?: string;
+}
+
+/**
+ * Options for {@linkcode acquire} and {@linkcode withLock}.
+ */
+export interface AcquireOptions extends KeyOptions {
+  /**
+   * Fixed lease in ms: Redis expires the lease after this long, no renewal, and `lease.signal` aborts at the
+   * local deadline. When omitted, the lease is in watchdog mode (see `watchdogMs`).
+   * Integer from 1 to 2147483647.
+   * @default {undefined}
+   */
+  readonly leaseMs?: number;
+  /**
+   * Watchdog mode (no `leaseMs`): the lease TTL, renewed every third of it while held, so a holder that dies
+   * frees the lease within this time. Integer from 30 to 2147483647.
+   * @default {30000}
+   */
+  readonly watchdogMs?: number;
+  /**
+   * How long to wait for a held lease, in ms. `0` makes a single attempt; `Infinity` waits until `signal`
+   * aborts. Waiting is queued (first come, first served) and woken by the release itself, not by polling.
+   * @default {10000}
+   */
+  readonly waitMs?: number;
+  /**
+   * Cancels the wait: `acquire` rejects with `signal.reason` and leaves nothing behind in Redis. An already
+   * aborted signal rejects before any Redis command. It does not affect a lease once held.
+   * @default {undefined}
+   */
+  readonly signal?: AbortSignal;
+  /**
+   * Reentrancy: acquiring with the same owner while it holds the lease adds a hold (Redisson-style count)
+   * instead of waiting. A string (1 to 512 characters) or a `Lease`, whose owner is reused.
+   * @default {a random id per call}
+   */
+  readonly owner?: string | Lease;
+}

@@ -1,0 +1,67 @@
+import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
+import type { NodeRedisLike } from "./_client.ts";
+import { releaseHandle } from "./_hold.ts";
+import { fail, resolveAcquire } from "./_validate.ts";
+import { LeaseLostError } from "./errors.ts";
+import type { AcquireOptions, Lease } from "./lease.ts";
+
+/**
+ * Run `fn` while holding the lease `name`, and release it afterwards in every case.
+ *
+ * `fn` receives the lease's `signal` (pass it on to your I/O so work stops when the lease is lost) and the
+ * lease itself (for its `fence`). If the lease was lost before `fn` settled, `withLock` rejects with that
+ * {@linkcode LeaseLostError} even if `fn` resolved — a lost lease is never silent. Otherwise it settles as `fn`
+ * did. If the release command itself fails, it rejects with that error (the lease then expires on its own).
+ *
+ * @param client A connected node-redis v4 client.
+ * @param name The lease name.
+ * @param fn The critical section.
+ * @param options See {@linkcode AcquireOptions}.
+ * @returns What `fn` returned.
+ *
+ * @example
+ * ```ts
+ * import { withLock } from "redlease";
+ * const total = await withLock(client, `account:${id}`, async (signal, lease) => {
+ *   const balance = await ledger.read(id, { signal });
+ *   await ledger.write(id, balance + 10, { fence: lease.fence, signal });
+ *   return balance + 10;
+ * }, { waitMs: 2_000 });
+ * ```
+ */
+export async function withLock<T>(
+  client: NodeRedisLike,
+  name: string,
+  fn: (signal: AbortSignal, lease: Lease) => T | PromiseLike<T>,
+  options?: AcquireOptions,
+): Promise<T> {
+  checkClient("run withLock", client);
+  const o = resolveAcquire("run withLock", name, options, ownerOf);
+  if (typeof fn !== "function") fail("run withLock", "fn", "must be a function", fn);
+  const lease = await acquireResolved(client, o);
+  let value: T | undefined;
+  let failed = false;
+  let error: unknown;
+  try {
+    value = await fn(lease.signal, lease);
+  } catch (e) {
+    failed = true;
+    error = e;
+  }
+  const lost = lease.signal.aborted ? lease.signal.reason : undefined;
+  let releaseFailed = false;
+  let releaseError: unknown;
+  try {
+    await releaseHandle(lease);
+  } catch (e) {
+    releaseFailed = true;
+    releaseError = e;
+  }
+  if (lost instanceof LeaseLostError) {
+    if (failed && error !== lost) throw new LeaseLostError(lost.lockName, lost.why, { cause: error });
+    throw lost;
+  }
+  if (failed) throw error;
+  if (releaseFailed) throw releaseError;
+  return value as T;
+}
