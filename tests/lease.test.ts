@@ -1,0 +1,235 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, withLock } from "../mod.ts";
+import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+
+let srv: RedisServer;
+let a: Client;
+let b: Client;
+let n = 0;
+const fresh = () => `lease-test-${++n}-${Math.random().toString(36).slice(2)}`;
+
+describe("leases on one Redis", () => {
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("acquire() holds the lease and release() frees it", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name);
+    assert.equal(lease.name, name);
+    assert.equal(typeof lease.owner, "string");
+    assert.ok(lease.fence > 0);
+    assert.ok(lease.expiresAt > performance.now());
+    const info = await inspect(b, name);
+    assert.equal(info.held, true);
+    assert.deepEqual(info.owners, [{ owner: lease.owner, holds: 1 }]);
+    assert.equal(info.fence, lease.fence);
+    assert.equal(await release(lease), true);
+    assert.equal((await inspect(b, name)).held, false);
+    assert.equal(lease.signal.aborted, true);
+    assert.equal((lease.signal.reason as DOMException).name, "AbortError");
+  });
+
+  test("two clients contend: the second gets LockTimeoutError with the holder's remaining time", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name, { leaseMs: 5_000 });
+    const err = await acquire(b, name, { waitMs: 0 }).then(() => null, (e) => e);
+    assert.ok(err instanceof LockTimeoutError, String(err));
+    assert.equal(err.name, "LockTimeoutError");
+    assert.equal(err.lockName, name);
+    assert.ok(err.remainingMs > 4_000 && err.remainingMs <= 5_000, String(err.remainingMs));
+    const waited = await acquire(b, name, { waitMs: 150 }).then(() => null, (e) => e);
+    assert.ok(waited instanceof LockTimeoutError);
+    assert.ok(waited.waitedMs >= 140, String(waited.waitedMs));
+    await release(lease);
+    const second = await acquire(b, name, { waitMs: 0 });
+    assert.ok(second.fence > lease.fence);
+    await release(second);
+  });
+
+  test("reentrant holds count up and down; the key disappears at zero", async () => {
+    const name = fresh();
+    const first = await acquire(a, name);
+    const second = await acquire(a, name, { owner: first, waitMs: 0 });
+    const third = await acquire(b, name, { owner: first.owner, waitMs: 0 }); // same owner, other client
+    assert.equal(second.owner, first.owner);
+    assert.equal(second.fence, first.fence);
+    assert.equal(third.fence, first.fence);
+    assert.deepEqual((await inspect(a, name)).owners, [{ owner: first.owner, holds: 3 }]);
+    await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
+    assert.equal(await release(second), true);
+    assert.equal(second.signal.aborted, true);
+    assert.equal(first.signal.aborted, false);
+    assert.deepEqual((await inspect(a, name)).owners, [{ owner: first.owner, holds: 2 }]);
+    assert.equal(await release(third), true);
+    assert.equal(await release(first), true);
+    const info = await inspect(a, name);
+    assert.equal(info.held, false);
+    assert.deepEqual(info.owners, []);
+    // Only the fence record remains, and it expires.
+    assert.ok((await a.pTTL(`redlease:{${name}}`)) > 0);
+  });
+
+  test("a fixed lease expires in Redis and aborts its signal at the local deadline, without renewals", async () => {
+    const name = fresh();
+    const t0 = performance.now();
+    const lease = await acquire(a, name, { leaseMs: 300 });
+    assert.ok(lease.expiresAt <= t0 + 300);
+    assert.ok(lease.expiresAt > performance.now());
+    const reason = await new Promise<unknown>((r) => lease.signal.addEventListener("abort", () => r(lease.signal.reason)));
+    const at = performance.now() - t0;
+    assert.ok(reason instanceof LeaseLostError);
+    assert.equal(reason.why, "expired");
+    assert.ok(at >= 280 && at < 1_500, `aborted after ${at} ms`);
+    await sleep(80);
+    assert.equal((await inspect(b, name)).held, false);
+    assert.equal(await release(lease), false);
+  });
+
+  test("a watchdog lease survives three lease periods and frees right after release", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name, { watchdogMs: 300 });
+    await sleep(1_000);
+    assert.equal(lease.signal.aborted, false);
+    const info = await inspect(b, name);
+    assert.equal(info.held, true);
+    assert.ok(info.remainingMs > 0 && info.remainingMs <= 300);
+    assert.ok(lease.expiresAt > performance.now());
+    assert.equal(await release(lease), true);
+    const next = await acquire(b, name, { waitMs: 0 });
+    await release(next);
+  });
+
+  test("loss is detected when the key is deleted behind the holder, within one renewal interval", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name, { watchdogMs: 900 }); // renews every 300 ms
+    await b.del(`redlease:{${name}}`);
+    const t0 = performance.now();
+    const reason = await new Promise<unknown>((r) => lease.signal.addEventListener("abort", () => r(lease.signal.reason)));
+    const after = performance.now() - t0;
+    assert.ok(reason instanceof LeaseLostError);
+    assert.equal(reason.why, "not-held");
+    assert.ok(after <= 300 + 150, `detected after ${after} ms`);
+    assert.equal(await release(lease), false);
+  });
+
+  test("renewals that cannot reach Redis abort the lease at its local deadline with why 'unreachable'", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name, { watchdogMs: 600 });
+    const t0 = performance.now();
+    await b.sendCommand(["CLIENT", "PAUSE", "2000", "WRITE"]);
+    const reason = await new Promise<unknown>((r) => lease.signal.addEventListener("abort", () => r(lease.signal.reason)));
+    const after = performance.now() - t0;
+    assert.ok(reason instanceof LeaseLostError);
+    assert.equal(reason.why, "unreachable");
+    assert.ok(after >= 300 && after <= 800, `aborted after ${after} ms`);
+    await b.sendCommand(["CLIENT", "UNPAUSE"]);
+    await release(lease);
+  });
+
+  test("release() twice returns false the second time and never touches another owner's hold", async () => {
+    const name = fresh();
+    const mine = await acquire(a, name);
+    assert.equal(await release(mine), true);
+    assert.equal(await release(mine), false);
+    const theirs = await acquire(b, name, { leaseMs: 10_000 });
+    assert.equal(await release(mine), false);
+    assert.equal(await extend(mine, 50), false);
+    const info = await inspect(a, name);
+    assert.deepEqual(info.owners, [{ owner: theirs.owner, holds: 1 }]);
+    assert.ok(info.remainingMs > 9_000);
+    await release(theirs);
+  });
+
+  test("extend() and release() of a lease taken over after forceUnlock() do not affect the new owner", async () => {
+    const name = fresh();
+    const old = await acquire(a, name, { leaseMs: 10_000 });
+    assert.equal(await forceUnlock(b, name), true);
+    assert.equal(await forceUnlock(b, name), false);
+    const next = await acquire(b, name, { leaseMs: 10_000 });
+    assert.ok(next.fence > old.fence);
+    assert.equal(await extend(old, 50), false);
+    assert.ok(old.signal.reason instanceof LeaseLostError);
+    assert.equal(await release(old), false);
+    const info = await inspect(a, name);
+    assert.deepEqual(info.owners, [{ owner: next.owner, holds: 1 }]);
+    assert.ok(info.remainingMs > 9_000);
+    await release(next);
+  });
+
+  test("extend() resets the TTL and moves the local deadline", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name, { leaseMs: 200 });
+    assert.equal(await extend(lease, 5_000), true);
+    assert.ok(lease.remainingMs > 4_000);
+    await sleep(300);
+    assert.equal(lease.signal.aborted, false);
+    assert.ok((await inspect(b, name)).remainingMs > 4_000);
+    assert.equal(await extend(lease), true); // default: the lease's current leaseMs
+    await release(lease);
+  });
+
+  test("`await using` releases the lease at the end of the scope", async () => {
+    const name = fresh();
+    {
+      await using lease = await acquire(a, name);
+      assert.equal((await inspect(b, name)).held, true);
+      assert.ok(lease.fence > 0);
+    }
+    assert.equal((await inspect(b, name)).held, false);
+  });
+
+  test("withLock() returns fn's value, passes signal and lease, and releases", async () => {
+    const name = fresh();
+    const value = await withLock(a, name, async (signal, lease) => {
+      assert.equal(signal, lease.signal);
+      assert.equal((await inspect(b, name)).held, true);
+      return lease.fence;
+    });
+    assert.ok(value > 0);
+    assert.equal((await inspect(b, name)).held, false);
+  });
+
+  test("withLock() releases when fn throws and rethrows fn's error", async () => {
+    const name = fresh();
+    const boom = new Error("boom");
+    await assert.rejects(withLock(a, name, () => {
+      throw boom;
+    }), (e) => e === boom);
+    assert.equal((await inspect(b, name)).held, false);
+  });
+
+  test("withLock() rejects with LeaseLostError when the lease was lost before fn settled", async () => {
+    const name = fresh();
+    const err = await withLock(a, name, async () => {
+      await sleep(400);
+      return "done";
+    }, { leaseMs: 150 }).then(() => null, (e) => e);
+    assert.ok(err instanceof LeaseLostError, String(err));
+    assert.equal(err.why, "expired");
+  });
+
+  test("a Redis error is an error, never an acquired lease", async () => {
+    const name = fresh();
+    await a.set(`redlease:{${name}}`, "not a hash");
+    await assert.rejects(acquire(a, name), /WRONGTYPE/);
+    await a.del(`redlease:{${name}}`);
+  });
+
+  test("a custom prefix keeps keys apart", async () => {
+    const name = fresh();
+    const one = await acquire(a, name, { prefix: "app1" });
+    const two = await acquire(b, name, { prefix: "app2", waitMs: 0 });
+    assert.equal(await a.exists(`app1:{${name}}`), 1);
+    assert.equal((await inspect(a, name, { prefix: "app2" })).held, true);
+    assert.equal((await inspect(a, name)).held, false);
+    await release(one);
+    await release(two);
+  });
+});

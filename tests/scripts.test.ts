@@ -1,0 +1,65 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { acquire, extend, inspect, release } from "../mod.ts";
+import { type Client, type RedisServer, startRedis } from "./_redis.ts";
+
+let srv: RedisServer;
+let a: Client;
+let admin: Client;
+let n = 0;
+const fresh = () => `script-test-${++n}`;
+
+async function stats(): Promise<Record<string, number>> {
+  const info = await admin.info("commandstats");
+  const out: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1]] = Number(m[2]);
+  return out;
+}
+
+describe("scripts: SCRIPT LOAD once, EVALSHA afterwards", () => {
+  before(async () => {
+    srv = await startRedis();
+    [a, admin] = [await srv.client(), await srv.client()];
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("scripts are loaded once per client and run with EVALSHA; no EVAL of script text", async () => {
+    await admin.sendCommand(["CONFIG", "RESETSTAT"]);
+    for (let i = 0; i < 20; i++) await release(await acquire(a, fresh()));
+    const s = await stats();
+    assert.equal(s["script|load"], 5, "each of the 5 scripts loaded once");
+    assert.equal(s.evalsha, 40, "one EVALSHA per acquire and per release");
+    assert.equal(s.eval, undefined);
+  });
+
+  test("after SCRIPT FLUSH, NOSCRIPT is recovered transparently (reload, retry once)", async () => {
+    const lease = await acquire(a, fresh());
+    await admin.sendCommand(["SCRIPT", "FLUSH"]);
+    await admin.sendCommand(["CONFIG", "RESETSTAT"]);
+    assert.equal(await extend(lease), true);
+    const s = await stats();
+    assert.equal(s["script|load"], 5);
+    assert.equal(s.evalsha, 2, "the failed EVALSHA and its retry");
+    assert.equal(s.eval, undefined);
+    await admin.sendCommand(["SCRIPT", "FLUSH"]);
+    assert.equal(await release(lease), true);
+    await admin.sendCommand(["SCRIPT", "FLUSH"]);
+    const again = await acquire(a, lease.name, { waitMs: 0 });
+    await admin.sendCommand(["SCRIPT", "FLUSH"]);
+    assert.equal((await inspect(a, lease.name)).held, true);
+    await release(again);
+  });
+
+  test("an uncontended acquire + release is two round trips", async () => {
+    await release(await acquire(a, fresh())); // warm
+    await admin.sendCommand(["CONFIG", "RESETSTAT"]);
+    for (let i = 0; i < 10; i++) await release(await acquire(a, fresh()));
+    const s = await stats();
+    const client = Object.entries(s)
+      .filter(([k]) => ["evalsha", "subscribe", "unsubscribe", "script|load", "ping"].includes(k))
+      .reduce((sum, [, v]) => sum + v, 0);
+    assert.equal(client, 20);
+  });
+});

@@ -1,0 +1,151 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { acquire, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+
+let srv: RedisServer;
+let a: Client;
+let b: Client;
+let c: Client;
+let n = 0;
+const fresh = () => `wait-test-${++n}-${Math.random().toString(36).slice(2)}`;
+
+async function channels(client: Client): Promise<string[]> {
+  return await client.sendCommand(["PUBSUB", "CHANNELS", "redlease:*"]) as string[];
+}
+
+describe("waiting for a held lease", () => {
+  before(async () => {
+    srv = await startRedis();
+    [a, b, c] = [await srv.client(), await srv.client(), await srv.client()];
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("a waiter is handed the lease by the release within a few ms, not after the TTL", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name); // watchdog: 30 s TTL
+    const waiting = acquire(b, name, { waitMs: 10_000 });
+    await sleep(100);
+    assert.equal((await inspect(c, name)).waiters, 1);
+    const t0 = performance.now();
+    await release(holder);
+    const next = await waiting;
+    const took = performance.now() - t0;
+    assert.ok(took < 200, `handoff took ${took} ms`);
+    assert.ok(next.fence > holder.fence);
+    const info = await inspect(c, name);
+    assert.deepEqual(info.owners, [{ owner: next.owner, holds: 1 }]);
+    assert.equal(info.waiters, 0);
+    assert.ok(info.remainingMs > 29_000, "the handed-over lease has the waiter's own TTL");
+    await release(next);
+    assert.deepEqual(await channels(c), [], "no subscription outlives its waiters");
+  });
+
+  test("waiters are served first come, first served, one release waking exactly one", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const order: string[] = [];
+    const leases: Promise<Lease>[] = [];
+    for (const [label, client] of [["b1", b], ["c1", c], ["b2", b], ["c2", c]] as const) {
+      leases.push(acquire(client, name, { waitMs: 10_000 }).then((l) => (order.push(label), l)));
+      await sleep(30); // fix the queue order
+    }
+    assert.equal((await inspect(a, name)).waiters, 4);
+    await release(holder);
+    for (let i = 0; i < 4; i++) {
+      await sleep(50);
+      assert.equal(order.length, i + 1, `exactly ${i + 1} granted after ${i} releases`);
+      await release(await leases[i]);
+    }
+    assert.deepEqual(order, ["b1", "c1", "b2", "c2"]);
+  });
+
+  test("an AbortSignal cancels a wait at once with its reason and leaves nothing behind", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const ctl = new AbortController();
+    const waiting = acquire(b, name, { waitMs: Infinity, signal: ctl.signal });
+    await sleep(100);
+    assert.equal((await inspect(c, name)).waiters, 1);
+    assert.equal((await channels(c)).length, 1);
+    const reason = new Error("user gave up");
+    const t0 = performance.now();
+    ctl.abort(reason);
+    await assert.rejects(waiting, (e) => e === reason);
+    assert.ok(performance.now() - t0 < 100);
+    await sleep(20);
+    assert.equal((await inspect(c, name)).waiters, 0);
+    assert.deepEqual(await channels(c), []);
+    // The holder's release now frees the lease instead of handing it to the cancelled waiter.
+    await release(holder);
+    assert.equal((await inspect(c, name)).held, false);
+  });
+
+  test("waitMs runs out with LockTimeoutError and leaves the queue", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const t0 = performance.now();
+    const err = await acquire(b, name, { waitMs: 200 }).then(() => null, (e) => e);
+    const took = performance.now() - t0;
+    assert.ok(err instanceof LockTimeoutError, String(err));
+    assert.ok(took >= 190 && took < 1_000, `gave up after ${took} ms`);
+    assert.ok(err.remainingMs > 25_000);
+    assert.equal((await inspect(c, name)).waiters, 0);
+    await release(holder);
+    assert.equal((await inspect(c, name)).held, false);
+  });
+
+  test("a holder that dies without releasing delays waiters by at most its remaining lease", async () => {
+    const name = fresh();
+    await acquire(a, name, { leaseMs: 300 }); // never released
+    const t0 = performance.now();
+    const next = await acquire(b, name, { waitMs: 5_000 });
+    const took = performance.now() - t0;
+    assert.ok(took >= 250 && took < 1_000, `acquired after ${took} ms`);
+    await release(next);
+  });
+
+  test("a waiter whose client died is skipped: the release goes to the next live waiter", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const doomed = await srv.client();
+    const dead = acquire(doomed, name, { waitMs: 10_000 }).catch((e) => e);
+    await sleep(50);
+    const alive = acquire(b, name, { waitMs: 10_000 });
+    await sleep(50);
+    assert.equal((await inspect(c, name)).waiters, 2);
+    // Kill the waiter's connections from the server side: its queue entry stays, its subscriber is gone.
+    const list = String(await c.sendCommand(["CLIENT", "LIST"]));
+    await doomed.disconnect();
+    for (const line of list.split("\n")) {
+      const id = /id=(\d+)/.exec(line)?.[1];
+      if (id && /cmd=(ssubscribe|subscribe)/.test(line)) await c.sendCommand(["CLIENT", "KILL", "ID", id]).catch(() => {});
+    }
+    assert.equal((await inspect(c, name)).waiters, 2, "the dead waiter's entry is still queued");
+    await release(holder);
+    const next = await alive;
+    assert.deepEqual((await inspect(c, name)).owners, [{ owner: next.owner, holds: 1 }]);
+    await release(next);
+    assert.equal((await inspect(c, name)).waiters, 0);
+    void dead;
+  });
+
+  test("many local waiters share one subscription per name and all get the lease in turn", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const waits = Array.from({ length: 10 }, () => acquire(b, name, { waitMs: 10_000 }));
+    await sleep(100);
+    assert.equal((await channels(c)).length, 1);
+    await release(holder);
+    const fences: number[] = [];
+    for (const w of waits) {
+      const l = await w;
+      fences.push(l.fence);
+      await release(l);
+    }
+    assert.equal(new Set(fences).size, 10);
+    assert.deepEqual(await channels(c), []);
+  });
+});
