@@ -3,7 +3,16 @@
 import { ALL_SCRIPTS, type Script } from "./_scripts.ts";
 import type { Hold } from "./_hold.ts";
 
-/** The slice of a node-redis v4 client the core uses. */
+/**
+ * The slice of a node-redis v4 client that redlease uses: `sendCommand` for scripts, and `duplicate` for the
+ * one subscriber connection it opens (lazily, when a caller first waits) and closes with the client.
+ *
+ * @example
+ * ```ts
+ * import { createClient } from "redis";
+ * const client = await createClient({ url: "redis://localhost:6379" }).connect(); // a NodeRedisLike
+ * ```
+ */
 export interface NodeRedisLike {
   sendCommand(args: string[]): Promise<unknown>;
   duplicate(): NodeRedisLike;

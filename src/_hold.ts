@@ -149,9 +149,10 @@ export function grant(
   } else {
     // Reentrant: the script only ever lengthens the TTL (PEXPIRE GT).
     hold.deadline = Math.max(hold.deadline, deadline);
-    if (watchdog && !hold.watchdog) {
+    if (watchdog) {
+      // Watchdog holds keep the key alive for the longest period any of them asked for.
+      hold.ms = hold.watchdog ? Math.max(hold.ms, ms) : ms;
       hold.watchdog = true;
-      hold.ms = ms;
     }
   }
   const lease = new LeaseImpl(hold, name, owner, fence);

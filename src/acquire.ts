@@ -4,6 +4,7 @@ import { resolveAcquire } from "./_validate.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 
 export type { AcquireOptions, KeyOptions, Lease } from "./lease.ts";
+export type { NodeRedisLike } from "./_client.ts";
 
 /**
  * Acquire the lease `name`, waiting for it if another owner holds it.

@@ -106,6 +106,28 @@ describe("leases on one Redis", () => {
     await release(next);
   });
 
+  test("one watchdog per (client, name, owner) however many reentrant holds; none for fixed leases", async () => {
+    const name = fresh();
+    const count = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await b.info("commandstats"))?.[1] ?? 0);
+    const first = await acquire(a, name, { watchdogMs: 300 }); // renews every 100 ms
+    const again = { owner: first, watchdogMs: 300 };
+    const more = [await acquire(a, name, again), await acquire(a, name, again)];
+    let before = await count();
+    await sleep(1_000);
+    const renewals = (await count()) - before;
+    assert.ok(renewals >= 7 && renewals <= 12, `${renewals} renewals in 1 s for 3 holds`);
+    for (const l of more) await release(l);
+    await release(first);
+    before = await count();
+    await sleep(400);
+    assert.equal((await count()) - before, 0, "renewals stop on the final release");
+    const fixed = await acquire(a, fresh(), { leaseMs: 600 });
+    before = await count();
+    await sleep(400);
+    assert.equal((await count()) - before, 0, "a fixed lease is never renewed");
+    await release(fixed);
+  });
+
   test("loss is detected when the key is deleted behind the holder, within one renewal interval", async () => {
     const name = fresh();
     const lease = await acquire(a, name, { watchdogMs: 900 }); // renews every 300 ms
