@@ -8,7 +8,8 @@
 -- ARGV[4]  queue entry for this waiter ("" when not waiting)
 -- ARGV[5]  queue TTL ms (how long an idle queue may live)
 -- Returns  fence (> 0) when the caller holds the lease now: fresh, re-entered, or already handed to this waiter;
---          -1 - PTTL (<= -1) when another owner holds it (a waiter is then in the queue, appended once).
+--          -1 - PTTL when another owner holds it (<= -1; 0 if the hash has no TTL, which redlease never leaves);
+--          a waiting caller is then in the queue, appended once.
 local h, q = KEYS[1], KEYS[2]
 local owner, ms, wid, entry = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local len = redis.call('HLEN', h)

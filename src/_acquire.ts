@@ -38,10 +38,13 @@ export async function acquireResolved(client: NodeRedisLike, o: Resolved): Promi
   const entry = `${st.id}|${wid}|${ms}|${owner}`;
   let granted: number | undefined;
   let wake: (() => void) | undefined;
+  let orphaned: (() => void) | undefined;
   const leave = await st.listen(`${key}:w:${st.id}`, wid, (fence) => {
+    if (orphaned) return orphaned();
     granted = fence;
     wake?.();
   });
+  const cancel = () => st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), "PUBLISH", wid, entry]);
   const deadline = start + o.waitMs;
   const firstQueued = performance.now();
   let pttl = -1 - r;
@@ -64,6 +67,7 @@ export async function acquireResolved(client: NodeRedisLike, o: Resolved): Promi
             continue;
           }
         }
+        leave();
         return grant(st, key, o.name, owner, granted, o.ms, o.watchdog, t0);
       }
       const left = deadline - performance.now();
@@ -81,12 +85,20 @@ export async function acquireResolved(client: NodeRedisLike, o: Resolved): Promi
       });
     }
   } catch (e) {
-    // Leave the queue; if the lease was handed to us meanwhile, pass it on. Best effort: an error here must
-    // not hide the original one.
-    await st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), "PUBLISH", wid, entry]).catch(() => {});
+    // Leave the queue; if the lease was handed to us meanwhile, pass it on.
+    try {
+      await cancel();
+      leave();
+    } catch {
+      // Redis did not answer: our entry may still be queued. Keep listening until the queue would have expired,
+      // and pass on a late handoff, so a dead entry never holds the lease for a whole lease period.
+      const timer = unrefTimeout(leave, QUEUE_TTL_MS);
+      orphaned = () => {
+        clearTimeout(timer);
+        cancel().catch(() => {}).finally(leave);
+      };
+    }
     throw e;
-  } finally {
-    leave();
   }
 }
 

@@ -60,17 +60,18 @@ export class ClientState {
   constructor(readonly client: NodeRedisLike) {}
 
   /** EVALSHA a preloaded script; after NOSCRIPT (flush, restart, failover) reload once and retry once. */
-  async run(script: Script, keys: string[], args: string[]): Promise<unknown> {
-    if (!this.#ready) await this.#load();
+  run(script: Script, keys: string[], args: string[]): Promise<unknown> {
     const cmd = ["EVALSHA", script.sha, String(keys.length), ...keys, ...args];
-    try {
-      return await this.client.sendCommand(cmd);
-    } catch (e) {
+    if (!this.#ready) return this.#load().then(() => this.#send(cmd));
+    return this.#send(cmd);
+  }
+
+  #send(cmd: string[]): Promise<unknown> {
+    return this.client.sendCommand(cmd).catch((e: unknown) => {
       if (!isNoScript(e)) throw e;
       this.#ready = false;
-      await this.#load();
-      return await this.client.sendCommand(cmd);
-    }
+      return this.#load().then(() => this.client.sendCommand(cmd));
+    });
   }
 
   /** SCRIPT LOAD every script once (pipelined: one round trip). */

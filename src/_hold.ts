@@ -93,7 +93,7 @@ export class Hold {
     this.lost = true;
     this.stop();
     const reason = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
-    for (const h of this.handles) h.controller.abort(reason);
+    for (const h of this.handles) h.end(reason);
   }
 
   stop(): void {
@@ -103,15 +103,36 @@ export class Hold {
   }
 }
 
+/** The abort reason of a released lease: one shared instance, since a DOMException is costly to create. */
+let released: DOMException | undefined;
+
 export class LeaseImpl implements Lease {
-  readonly controller: AbortController = new AbortController();
+  // Created on first use of `signal`: most leases are released without anyone listening.
+  #controller: AbortController | undefined;
+  #ended: unknown;
   /** Set once release() has started for this handle. */
   releasing: Promise<boolean> | undefined;
 
   constructor(readonly hold: Hold, readonly name: string, readonly owner: string, readonly fence: number) {}
 
   get signal(): AbortSignal {
-    return this.controller.signal;
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#ended !== undefined) this.#controller.abort(this.#ended);
+    }
+    return this.#controller.signal;
+  }
+
+  /** End this handle: abort its signal with `reason` (first call wins). */
+  end(reason: unknown): void {
+    if (this.#ended !== undefined) return;
+    this.#ended = reason;
+    this.#controller?.abort(reason);
+  }
+
+  /** Whether the handle has ended, and why (undefined while live). */
+  get endedWith(): unknown {
+    return this.#ended;
   }
   get expiresAt(): number {
     return this.hold.deadline;
@@ -167,7 +188,7 @@ export function releaseHandle(lease: LeaseImpl): Promise<boolean> {
     const hold = lease.hold;
     hold.handles.delete(lease);
     if (hold.handles.size === 0) hold.stop();
-    if (!lease.signal.aborted) lease.controller.abort(new DOMException("Lease released", "AbortError"));
+    lease.end(released ??= new DOMException("Lease released", "AbortError"));
     const [key, queue] = [hold.key, `${hold.key}:q`];
     const r = await hold.st.run(RELEASE, [key, queue], [hold.owner, String(FENCE_RETAIN_MS), "PUBLISH", "", ""]);
     return r !== 0;

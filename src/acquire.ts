@@ -9,7 +9,7 @@ export type { NodeRedisLike } from "./_client.ts";
 /**
  * Acquire the lease `name`, waiting for it if another owner holds it.
  *
- * One round trip when the lease is free. When it is held, the caller joins a first-come-first-served queue
+ * One round trip when the lease is free (plus one `SCRIPT LOAD` round trip on a client's first call). When it is held, the caller joins a first-come-first-served queue
  * in Redis and sleeps; the holder's release hands the lease directly to the first live waiter, whose client
  * learns of it by one pub/sub message, so a release wakes exactly one waiter. Every sleep is also bounded by
  * the holder's remaining TTL, so a holder that dies without releasing delays waiters by at most its lease.

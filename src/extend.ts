@@ -9,10 +9,12 @@ import { checkLease } from "./_acquire.ts";
  * owner (they share one key). In watchdog mode the next renewal sets the TTL back to `watchdogMs`.
  *
  * @param lease A lease from {@linkcode acquire}.
- * @param leaseMs The new TTL in ms, integer from 1 to 2147483647.
- * @default leaseMs the lease's own `leaseMs` (or `watchdogMs` in watchdog mode)
+ * @param leaseMs The new TTL in ms, integer from 1 to 2147483647. Defaults to the lease's own `leaseMs` (or
+ *   `watchdogMs` in watchdog mode).
  * @returns `false` when the lease was no longer held (released, lost, expired or force-unlocked); the lease is
- *   then lost and its signal aborts with {@linkcode LeaseLostError}. Rejects only on a Redis error.
+ *   then lost and its signal aborts with {@linkcode LeaseLostError}.
+ * @throws {TypeError | RangeError} for an invalid `lease` or `leaseMs`, before any Redis command; a Redis error
+ *   is passed through.
  *
  * @example Extend a fixed lease before a long step
  * ```ts
@@ -25,7 +27,7 @@ export async function extend(lease: Lease, leaseMs?: number): Promise<boolean> {
   checkLease("extend lease", lease);
   const hold = lease.hold;
   const ms = leaseMs === undefined ? hold.ms : checkLeaseMs("extend lease", leaseMs);
-  if (lease.releasing || lease.signal.aborted || !hold.active) return false;
+  if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
   const t0 = performance.now();
   const r = await hold.st.run(EXTEND, [hold.key], [hold.owner, String(ms)]);
   if (!hold.active) return false;

@@ -9,8 +9,8 @@ import type { KeyOptions } from "./lease.ts";
 /**
  * Remove every hold of every owner of the lease `name` — an operator's tool for a stuck lease. The fence record
  * is kept, so the next holder's token is still higher. If clients are waiting, the first live one is handed
- * the lease. Holders find out at their next renewal (watchdog mode: within a third of `watchdogMs`), when their
- * `signal` aborts with {@linkcode LeaseLostError}.
+ * the lease. Watchdog holders find out at their next renewal (within a third of `watchdogMs`), fixed-lease holders
+ * at their next `extend()` or their local deadline; their `signal` then aborts with {@linkcode LeaseLostError}.
  *
  * @param client A connected node-redis v4 client.
  * @param name The lease name.

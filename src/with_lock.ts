@@ -48,7 +48,7 @@ export async function withLock<T>(
     failed = true;
     error = e;
   }
-  const lost = lease.signal.aborted ? lease.signal.reason : undefined;
+  const lost = lease.endedWith;
   let releaseFailed = false;
   let releaseError: unknown;
   try {
