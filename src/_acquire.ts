@@ -1,11 +1,12 @@
 // acquire() after validation, and the argument checks shared by the public entry points.
-import { isClient, type NodeRedisLike, stateOf } from "./_client.ts";
-import { drift, FENCE_RETAIN_MS, grant, keysOf, LeaseImpl } from "./_hold.ts";
+import { type ClientState, isClient, type RedisLike, stateOf } from "./_client.ts";
+import { drift, FENCE_RETAIN_MS, grant, keysOf, LeaseImpl, releaseHandle } from "./_hold.ts";
 import { acquire as ACQUIRE, extend as EXTEND, release as RELEASE } from "./_scripts.ts";
 import { unrefTimeout } from "./_timers.ts";
 import { fail, type Resolved } from "./_validate.ts";
-import { LockTimeoutError } from "./errors.ts";
+import { LeaseLostError, LockTimeoutError, ReplicationError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
+import { acquireRedlock } from "./_redlock.ts";
 
 /** The longest a waiter sleeps before re-checking (and re-queueing itself), ms. */
 const WAIT_SLICE_MS = 10_000;
@@ -17,23 +18,107 @@ export function ownerOf(lease: Lease): string | undefined {
   return lease instanceof LeaseImpl ? lease.owner : undefined;
 }
 
-export function checkClient(op: string, client: unknown): asserts client is NodeRedisLike {
-  if (!isClient(client)) fail(op, "client", "must be a connected node-redis v4 client", client);
+export function checkClient(op: string, client: unknown): asserts client is RedisLike {
+  if (!isClient(client)) fail(op, "client", "must be a node-redis client or a redlease Driver", client);
+}
+
+/** A client, or (Redlock) an odd number of at least 3 clients of independent masters. */
+export function checkClients(op: string, client: unknown): asserts client is RedisLike | readonly RedisLike[] {
+  if (!Array.isArray(client)) return checkClient(op, client);
+  if (client.length < 3 || client.length % 2 === 0) {
+    fail(op, "client", "must be one client or an odd number (3, 5, 7, ...) of clients for Redlock", client, RangeError);
+  }
+  for (const c of client) checkClient(op, c);
+  if (new Set(client).size !== client.length) fail(op, "client", "must not repeat a client", client, RangeError);
+}
+
+/** acquire() on one client or, for an array, by Redlock. */
+export function acquireAny(client: RedisLike | readonly RedisLike[], o: Resolved): Promise<LeaseImpl> {
+  if (!Array.isArray(client)) return acquireResolved(client as RedisLike, o);
+  if (o.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock (a client array)", o.replicas);
+  return acquireRedlock(client, o, o.nodeTimeoutMs, o.retryDelayMs);
+}
+
+/** Sleep up to `ms`, ending early when `signal` aborts; `onWake` receives a function that ends it at once. */
+function nap(ms: number, signal: AbortSignal | undefined, onWake?: (wake: (() => void) | undefined) => void) {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      onWake?.(undefined);
+      resolve();
+    };
+    const timer = unrefTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+    onWake?.(done);
+  });
 }
 
 /** acquire() after validation. */
-export async function acquireResolved(client: NodeRedisLike, o: Resolved): Promise<LeaseImpl> {
+export async function acquireResolved(client: RedisLike, o: Resolved): Promise<LeaseImpl> {
   const st = stateOf(client);
   const [key, queue] = keysOf(o.prefix, o.name);
   const owner = o.owner ?? crypto.randomUUID();
   const ms = String(o.ms);
   const start = performance.now();
   const r = await st.run(ACQUIRE, [key, queue], [owner, ms, "", "", ""]) as number;
-  if (r > 0) return grant(st, key, o.name, owner, r, o.ms, o.watchdog, start);
-  if (o.waitMs === 0) throw new LockTimeoutError(o.name, -1 - r, performance.now() - start);
-  o.signal?.throwIfAborted();
+  let lease: LeaseImpl;
+  let wrote = true; // whether our own connection wrote the grant (else a releaser's handoff did)
+  if (r > 0) {
+    lease = grant(st, key, o.name, owner, r, o, start);
+  } else {
+    if (o.waitMs === 0) throw new LockTimeoutError(o.name, -1 - r, performance.now() - start);
+    o.signal?.throwIfAborted();
+    const w = st.canListen
+      ? await waitQueued(st, o, key, queue, owner, start, -1 - r)
+      : await waitPolling(st, o, key, queue, owner, start, -1 - r);
+    lease = w.lease;
+    wrote = w.wrote;
+  }
+  if (o.replicas > 0) await confirmReplicated(lease, o, wrote);
+  return lease;
+}
 
-  // Wait in the queue. Listen before queueing, so a handoff cannot be missed.
+/**
+ * With `replicas`, a grant counts only once that many replicas acknowledged it (WAIT on the connection that
+ * wrote it, right after the write); otherwise undo it and fail.
+ */
+async function confirmReplicated(lease: LeaseImpl, o: Resolved, wrote: boolean): Promise<void> {
+  const hold = lease.hold;
+  let acked: number;
+  try {
+    // A handoff was written by the releaser's connection: write once more on ours so WAIT covers the grant.
+    const st = hold.target as ClientState;
+    if (!wrote && await st.run(EXTEND, [hold.key], [hold.owner, String(hold.ms)]) !== 1) {
+      throw new LeaseLostError(o.name, "not-held");
+    }
+    acked = await st.waitReplicas(hold.key, o.replicas, o.replicaTimeoutMs);
+  } catch (e) {
+    await releaseHandle(lease).catch(() => {});
+    throw e;
+  }
+  if (acked < o.replicas) {
+    await releaseHandle(lease).catch(() => {});
+    throw new ReplicationError(o.name, acked, o.replicas);
+  }
+}
+
+interface Waited {
+  readonly lease: LeaseImpl;
+  readonly wrote: boolean;
+}
+
+/** Wait in the FIFO queue for a handoff, listening before queueing so that a handoff cannot be missed. */
+async function waitQueued(
+  st: ClientState,
+  o: Resolved,
+  key: string,
+  queue: string,
+  owner: string,
+  start: number,
+  pttl: number,
+): Promise<Waited> {
+  const ms = String(o.ms);
   const wid = crypto.randomUUID().replaceAll("-", "");
   const entry = `${st.id}|${wid}|${ms}|${owner}`;
   let granted: number | undefined;
@@ -44,13 +129,14 @@ export async function acquireResolved(client: NodeRedisLike, o: Resolved): Promi
     granted = fence;
     wake?.();
   });
-  const cancel = () => st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), "PUBLISH", wid, entry]);
+  const cancel = () => st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, wid, entry]);
   const deadline = start + o.waitMs;
   const firstQueued = performance.now();
-  let pttl = -1 - r;
   try {
     for (;;) {
       o.signal?.throwIfAborted();
+      let t0 = performance.now();
+      let wrote = false;
       if (granted === undefined) {
         const res = await st.run(ACQUIRE, [key, queue], [owner, ms, wid, entry, String(QUEUE_TTL_MS)]) as number;
         if (res > 0) granted ??= res;
@@ -59,30 +145,21 @@ export async function acquireResolved(client: NodeRedisLike, o: Resolved): Promi
       if (granted !== undefined) {
         // Handed over at some moment after we first queued: measure the lease from then, conservatively, and
         // renew at once if that leaves less than half of it.
-        let t0 = firstQueued;
+        t0 = firstQueued;
         if (t0 + o.ms - drift(o.ms) - performance.now() < o.ms / 2) {
           t0 = performance.now();
           if (await st.run(EXTEND, [key], [owner, ms]) !== 1) {
             granted = undefined; // lost before we could use it: keep waiting
             continue;
           }
+          wrote = true;
         }
         leave();
-        return grant(st, key, o.name, owner, granted, o.ms, o.watchdog, t0);
+        return { lease: grant(st, key, o.name, owner, granted, o, t0), wrote };
       }
       const left = deadline - performance.now();
       if (left <= 0) throw new LockTimeoutError(o.name, pttl, performance.now() - start);
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          o.signal?.removeEventListener("abort", done);
-          wake = undefined;
-          resolve();
-        };
-        const timer = unrefTimeout(done, Math.min(pttl < 0 ? WAIT_SLICE_MS : pttl + 1, left, WAIT_SLICE_MS));
-        o.signal?.addEventListener("abort", done, { once: true });
-        wake = done;
-      });
+      await nap(Math.min(pttl < 0 ? WAIT_SLICE_MS : pttl + 1, left, WAIT_SLICE_MS), o.signal, (w) => (wake = w));
     }
   } catch (e) {
     // Leave the queue; if the lease was handed to us meanwhile, pass it on.
@@ -99,6 +176,29 @@ export async function acquireResolved(client: NodeRedisLike, o: Resolved): Promi
       };
     }
     throw e;
+  }
+}
+
+/** Without pub/sub (e.g. HTTP): retry with jittered exponential backoff, every sleep bounded by the holder's TTL. */
+async function waitPolling(
+  st: ClientState,
+  o: Resolved,
+  key: string,
+  queue: string,
+  owner: string,
+  start: number,
+  pttl: number,
+): Promise<Waited> {
+  const deadline = start + o.waitMs;
+  for (let backoff = 10;; backoff = Math.min(backoff * 2, 1_000)) {
+    const left = deadline - performance.now();
+    if (left <= 0) throw new LockTimeoutError(o.name, pttl, performance.now() - start);
+    await nap(Math.min(pttl < 0 ? backoff : pttl + 1, left, backoff * (0.5 + Math.random())), o.signal);
+    o.signal?.throwIfAborted();
+    const t0 = performance.now();
+    const r = await st.run(ACQUIRE, [key, queue], [owner, String(o.ms), "", "", ""]) as number;
+    if (r > 0) return { lease: grant(st, key, o.name, owner, r, o, t0), wrote: true };
+    pttl = -1 - r;
   }
 }
 

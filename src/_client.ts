@@ -1,37 +1,30 @@
-// Per-client state: script loading with NOSCRIPT recovery, the shared subscriber connection, and the holds
-// this client owns (one watchdog per held name and owner).
+// Per-client state: script loading with NOSCRIPT recovery, waiter routing over the driver's pub/sub, and the
+// holds this client owns (one watchdog per held name and owner).
 import { ALL_SCRIPTS, type Script } from "./_scripts.ts";
-import type { Hold } from "./_hold.ts";
+import { FENCE_RETAIN_MS, type Hold, type Target } from "./_hold.ts";
+import { extend as EXTEND, release as RELEASE } from "./_scripts.ts";
+import { ReplicationError } from "./errors.ts";
+import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
+import { type Driver, isDriver } from "./driver.ts";
 
 /**
- * The slice of a node-redis v4 client that redlease uses: `sendCommand` for scripts, and `duplicate` for the
- * one subscriber connection it opens (lazily, when a caller first waits) and closes with the client.
+ * A client redlease accepts: a {@linkcode Driver}, or a node-redis v4/v5 client (standalone, cluster or
+ * sentinel), which is wrapped automatically.
  *
  * @example
  * ```ts
  * import { createClient } from "redis";
- * const client = await createClient({ url: "redis://localhost:6379" }).connect(); // a NodeRedisLike
+ * const client = await createClient({ url: "redis://localhost:6379" }).connect(); // a RedisLike
  * ```
  */
-export interface NodeRedisLike {
-  sendCommand(args: string[]): Promise<unknown>;
-  duplicate(): NodeRedisLike;
-  connect(): Promise<unknown>;
-  disconnect(): Promise<unknown>;
-  subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
-  unsubscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
-  on(event: string, fn: (...args: unknown[]) => void): unknown;
-  off?(event: string, fn: (...args: unknown[]) => void): unknown;
+export type RedisLike = Driver | object;
+
+export function isClient(c: unknown): boolean {
+  return isDriver(c) || isNodeRedis(c);
 }
 
-export function isClient(c: unknown): c is NodeRedisLike {
-  return typeof c === "object" && c !== null &&
-    typeof (c as NodeRedisLike).sendCommand === "function" &&
-    typeof (c as NodeRedisLike).duplicate === "function";
-}
-
-function isNoScript(e: unknown): boolean {
-  return e instanceof Error && e.message.startsWith("NOSCRIPT");
+function errorCode(e: unknown): string {
+  return e instanceof Error ? e.message.slice(0, e.message.indexOf(" ") >>> 0) : "";
 }
 
 interface Channel {
@@ -42,43 +35,63 @@ interface Channel {
 
 const states = new WeakMap<object, ClientState>();
 
-export function stateOf(client: NodeRedisLike): ClientState {
+export function stateOf(client: RedisLike): ClientState {
   let st = states.get(client);
-  if (!st) states.set(client, st = new ClientState(client));
+  if (!st) states.set(client, st = new ClientState(isDriver(client) ? client : nodeRedisDriver(client)));
   return st;
 }
 
-export class ClientState {
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class ClientState implements Target {
   /** Identifies this client's waiters in queues and names its grant channels. */
   readonly id: string = crypto.randomUUID().replaceAll("-", "");
   readonly holds: Map<string, Hold> = new Map();
+  /** The command release scripts notify waiters with. */
+  readonly publish: string;
   #ready = false;
   #loading: Promise<void> | undefined;
-  #sub: Promise<NodeRedisLike> | undefined;
   #channels = new Map<string, Channel>();
 
-  constructor(readonly client: NodeRedisLike) {}
-
-  /** EVALSHA a preloaded script; after NOSCRIPT (flush, restart, failover) reload once and retry once. */
-  run(script: Script, keys: string[], args: string[]): Promise<unknown> {
-    const cmd = ["EVALSHA", script.sha, String(keys.length), ...keys, ...args];
-    if (!this.#ready) return this.#load().then(() => this.#send(cmd));
-    return this.#send(cmd);
+  constructor(readonly driver: Driver) {
+    this.publish = driver.sharded ? "SPUBLISH" : "PUBLISH";
   }
 
-  #send(cmd: string[]): Promise<unknown> {
-    return this.client.sendCommand(cmd).catch((e: unknown) => {
-      if (!isNoScript(e)) throw e;
-      this.#ready = false;
-      return this.#load().then(() => this.client.sendCommand(cmd));
+  /** Whether waiters can be woken by messages (else they poll). */
+  get canListen(): boolean {
+    return typeof this.driver.subscribe === "function";
+  }
+
+  /**
+   * EVALSHA a preloaded script; after NOSCRIPT (flush, restart, failover, a slot moved to another master) reload
+   * and retry once. TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s.
+   */
+  run(script: Script, keys: string[], args: string[]): Promise<unknown> {
+    if (!this.#ready) return this.#load(keys[0]).then(() => this.#send(script, keys, args, 0));
+    return this.#send(script, keys, args, 0);
+  }
+
+  #send(script: Script, keys: string[], args: string[], tries: number): Promise<unknown> {
+    return this.driver.evalScript(script.sha, keys, args).catch(async (e: unknown) => {
+      const code = errorCode(e);
+      if (code === "NOSCRIPT" && tries === 0) {
+        this.#ready = false;
+        await this.#load(keys[0]);
+        return this.#send(script, keys, args, 1);
+      }
+      if (code === "TRYAGAIN" && tries < 100) {
+        await sleep(20);
+        return this.#send(script, keys, args, tries + 1);
+      }
+      throw e;
     });
   }
 
-  /** SCRIPT LOAD every script once (pipelined: one round trip). */
-  #load(): Promise<void> {
+  /** SCRIPT LOAD every script (concurrently: one round trip on a pipelining client). */
+  #load(key: string): Promise<void> {
     return this.#loading ??= Promise.all(ALL_SCRIPTS.map(async (s) => {
-      const sha = await this.client.sendCommand(["SCRIPT", "LOAD", s.source]);
-      if (sha !== s.sha) throw new Error(`SCRIPT LOAD of ${s.name} returned ${String(sha)}, expected ${s.sha}`);
+      const sha = await this.driver.loadScript(s.source, key);
+      if (sha !== s.sha) throw new Error(`SCRIPT LOAD of ${s.name} returned ${sha}, expected ${s.sha}`);
     })).then(() => {
       this.#ready = true;
     }).finally(() => {
@@ -86,26 +99,24 @@ export class ClientState {
     });
   }
 
-  #subscriber(): Promise<NodeRedisLike> {
-    return this.#sub ??= (async () => {
-      const sub = this.client.duplicate();
-      // Socket errors while reconnecting are reported here; waiters fall back to their bounded sleeps.
-      sub.on("error", () => {});
-      const close = () => {
-        this.#sub = undefined;
-        this.client.off?.("end", close);
-        sub.disconnect().catch(() => {});
-      };
-      try {
-        await sub.connect();
-      } catch (e) {
-        this.#sub = undefined;
-        throw e;
-      }
-      // The subscriber lives and dies with the caller's client, so closing that client lets the process exit.
-      this.client.on("end", close);
-      return sub;
-    })();
+  async renew(hold: Hold, ms: number): Promise<boolean> {
+    if (await this.run(EXTEND, [hold.key], [hold.owner, String(ms)]) !== 1) return false;
+    if (hold.replicas > 0) {
+      const acked = await this.waitReplicas(hold.key, hold.replicas, hold.replicaTimeoutMs);
+      if (acked < hold.replicas) throw new ReplicationError(hold.name, acked, hold.replicas);
+    }
+    return true;
+  }
+
+  async release(hold: Hold): Promise<boolean> {
+    const args = [hold.owner, String(FENCE_RETAIN_MS), this.publish, "", ""];
+    return await this.run(RELEASE, [hold.key, `${hold.key}:q`], args) !== 0;
+  }
+
+  /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */
+  async waitReplicas(key: string, replicas: number, timeoutMs: number): Promise<number> {
+    if (!this.driver.command) throw new TypeError("Cannot wait for replicas as this client's driver has no 'command'");
+    return Number(await this.driver.command(key, ["WAIT", String(replicas), String(timeoutMs)]));
   }
 
   /**
@@ -114,6 +125,7 @@ export class ClientState {
    * function that removes this waiter.
    */
   async listen(channel: string, wid: string, onGrant: (fence: number) => void): Promise<() => void> {
+    const driver = this.driver;
     let ch = this.#channels.get(channel);
     if (!ch) {
       const waiters = new Map<string, (fence: number) => void>();
@@ -121,8 +133,7 @@ export class ClientState {
         const i = message.indexOf(":");
         waiters.get(message.slice(0, i))?.(Number(message.slice(i + 1)));
       };
-      const ready = this.#subscriber().then((sub) => sub.subscribe(channel, listener)).then(() => {});
-      ch = { waiters, listener, ready };
+      ch = { waiters, listener, ready: driver.subscribe!(channel, listener) };
       this.#channels.set(channel, ch);
     }
     const c = ch;
@@ -130,7 +141,7 @@ export class ClientState {
     const leave = () => {
       if (!c.waiters.delete(wid) || c.waiters.size > 0 || this.#channels.get(channel) !== c) return;
       this.#channels.delete(channel);
-      c.ready.then(() => this.#sub).then((sub) => sub?.unsubscribe(channel, c.listener)).catch(() => {});
+      c.ready.then(() => driver.unsubscribe?.(channel, c.listener)).catch(() => {});
     };
     try {
       await c.ready;
@@ -140,10 +151,5 @@ export class ClientState {
       throw e;
     }
     return leave;
-  }
-
-  /** Channels with at least one local waiter (for tests and diagnostics). */
-  get listening(): number {
-    return this.#channels.size;
   }
 }

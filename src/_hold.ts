@@ -1,9 +1,7 @@
 // A Hold is one (client, name, owner) that this process holds, however many reentrant Lease handles share it.
 // It owns the single timer: the next watchdog renewal, or the local deadline.
-import type { ClientState } from "./_client.ts";
 import { LeaseLostError, type LeaseLossReason } from "./errors.ts";
 import type { Lease } from "./lease.ts";
-import { extend as EXTEND, release as RELEASE } from "./_scripts.ts";
 import { type Timer, unrefTimeout } from "./_timers.ts";
 
 /** Redlock's clock-drift allowance: 1 % of the lease plus 2 ms. */
@@ -16,6 +14,19 @@ export function keysOf(prefix: string, name: string): [hash: string, queue: stri
   return [hash, `${hash}:q`];
 }
 
+/** Where a hold lives: one Redis (a ClientState) or a Redlock group of independent masters. */
+export interface Target {
+  /** This process's holds there, one per (key, owner). */
+  readonly holds: Map<string, Hold>;
+  /**
+   * Reset the hold's TTL to `ms` if its owner still holds it: true; false when it is not held. Rejects when
+   * that cannot be known or is not enough (Redis unreachable, too few replicas acknowledged, no quorum).
+   */
+  renew(hold: Hold, ms: number): Promise<boolean>;
+  /** Release one hold of the owner; true when it was held. */
+  release(hold: Hold): Promise<boolean>;
+}
+
 export class Hold {
   readonly handles: Set<LeaseImpl> = new Set();
   lost = false;
@@ -23,7 +34,7 @@ export class Hold {
   #renewing = false;
 
   constructor(
-    readonly st: ClientState,
+    readonly target: Target,
     readonly id: string,
     readonly key: string,
     readonly name: string,
@@ -34,6 +45,9 @@ export class Hold {
     public watchdog: boolean,
     /** Conservative local deadline, performance.now() clock. */
     public deadline: number,
+    /** Renewals count only once this many replicas acknowledged them (0: no WAIT). */
+    readonly replicas: number = 0,
+    readonly replicaTimeoutMs: number = 0,
   ) {}
 
   get active(): boolean {
@@ -65,9 +79,9 @@ export class Hold {
     this.#renewing = true;
     this.arm(); // the deadline guard while the renewal is in flight
     const t0 = performance.now();
-    let r: unknown;
+    let r: boolean;
     try {
-      r = await this.st.run(EXTEND, [this.key], [this.owner, String(this.ms)]);
+      r = await this.target.renew(this, this.ms);
     } catch (e) {
       this.#renewing = false;
       if (!this.active) return;
@@ -80,7 +94,7 @@ export class Hold {
     }
     this.#renewing = false;
     if (!this.active) return;
-    if (r === 1) {
+    if (r) {
       this.deadline = Math.max(this.deadline, t0 + this.ms - drift(this.ms));
       this.arm();
     } else {
@@ -99,7 +113,7 @@ export class Hold {
   stop(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
-    if (this.st.holds.get(this.id) === this) this.st.holds.delete(this.id);
+    if (this.target.holds.get(this.id) === this) this.target.holds.delete(this.id);
   }
 }
 
@@ -145,17 +159,25 @@ export class LeaseImpl implements Lease {
   }
 }
 
+/** What a grant needs to know of the acquire options. */
+export interface GrantOptions {
+  readonly ms: number;
+  readonly watchdog: boolean;
+  readonly replicas: number;
+  readonly replicaTimeoutMs: number;
+}
+
 /** Attach a new handle for a fresh or reentrant grant measured from `t0` (sent-before time). */
 export function grant(
-  st: ClientState,
+  st: Target,
   key: string,
   name: string,
   owner: string,
   fence: number,
-  ms: number,
-  watchdog: boolean,
+  o: GrantOptions,
   t0: number,
 ): LeaseImpl {
+  const { ms, watchdog } = o;
   const id = `${key}\n${owner}`;
   const deadline = t0 + ms - drift(ms);
   let hold = st.holds.get(id);
@@ -165,7 +187,7 @@ export function grant(
     hold = undefined;
   }
   if (!hold) {
-    hold = new Hold(st, id, key, name, owner, fence, ms, watchdog, deadline);
+    hold = new Hold(st, id, key, name, owner, fence, ms, watchdog, deadline, o.replicas, o.replicaTimeoutMs);
     st.holds.set(id, hold);
   } else {
     // Reentrant: the script only ever lengthens the TTL (PEXPIRE GT).
@@ -189,9 +211,7 @@ export function releaseHandle(lease: LeaseImpl): Promise<boolean> {
     hold.handles.delete(lease);
     if (hold.handles.size === 0) hold.stop();
     lease.end(released ??= new DOMException("Lease released", "AbortError"));
-    const [key, queue] = [hold.key, `${hold.key}:q`];
-    const r = await hold.st.run(RELEASE, [key, queue], [hold.owner, String(FENCE_RETAIN_MS), "PUBLISH", "", ""]);
-    return r !== 0;
+    return await hold.target.release(hold);
   })();
 }
 

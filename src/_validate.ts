@@ -59,6 +59,10 @@ export interface Resolved {
   readonly waitMs: number;
   readonly signal: AbortSignal | undefined;
   readonly owner: string | undefined;
+  readonly replicas: number;
+  readonly replicaTimeoutMs: number;
+  readonly nodeTimeoutMs: number;
+  readonly retryDelayMs: number;
 }
 
 export function resolveAcquire(
@@ -99,6 +103,38 @@ export function resolveAcquire(
       if (owner === undefined) fail(op, "owner", "must be a string or a Lease from this library", o.owner);
     }
   }
+  const replicas = o.replicas ?? 0;
+  if (typeof replicas !== "number") fail(op, "replicas", "must be an integer from 0 to 100", replicas);
+  if (!Number.isInteger(replicas) || replicas < 0 || replicas > 100) {
+    fail(op, "replicas", "must be an integer from 0 to 100", replicas, RangeError);
+  }
+  const replicaTimeoutMs = o.replicaTimeoutMs ?? 1_000;
+  if (typeof replicaTimeoutMs !== "number") fail(op, "replicaTimeoutMs", "must be an integer from 1 to 60000", replicaTimeoutMs);
+  if (!Number.isInteger(replicaTimeoutMs) || replicaTimeoutMs < 1 || replicaTimeoutMs > 60_000) {
+    fail(op, "replicaTimeoutMs", "must be an integer from 1 to 60000", replicaTimeoutMs, RangeError);
+  }
+  const nodeTimeoutMs = o.nodeTimeoutMs ?? Math.max(5, Math.min(50, Math.floor(ms / 200)));
+  if (typeof nodeTimeoutMs !== "number") fail(op, "nodeTimeoutMs", `must be an integer from 1 to ${ms}`, nodeTimeoutMs);
+  if (!Number.isInteger(nodeTimeoutMs) || nodeTimeoutMs < 1 || nodeTimeoutMs > ms) {
+    fail(op, "nodeTimeoutMs", `must be an integer from 1 to ${ms} (the lease)`, nodeTimeoutMs, RangeError);
+  }
+  const retryDelayMs = o.retryDelayMs ?? 100;
+  if (typeof retryDelayMs !== "number") fail(op, "retryDelayMs", "must be an integer from 1 to 60000", retryDelayMs);
+  if (!Number.isInteger(retryDelayMs) || retryDelayMs < 1 || retryDelayMs > 60_000) {
+    fail(op, "retryDelayMs", "must be an integer from 1 to 60000", retryDelayMs, RangeError);
+  }
   signal?.throwIfAborted();
-  return { name, prefix, ms, watchdog, waitMs, signal, owner };
+  return {
+    name,
+    prefix,
+    ms,
+    watchdog,
+    waitMs,
+    signal,
+    owner,
+    replicas,
+    replicaTimeoutMs,
+    nodeTimeoutMs,
+    retryDelayMs,
+  };
 }

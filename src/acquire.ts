@@ -1,10 +1,11 @@
-import type { NodeRedisLike } from "./_client.ts";
-import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
+import type { RedisLike } from "./_client.ts";
+import { acquireAny, checkClients, ownerOf } from "./_acquire.ts";
 import { resolveAcquire } from "./_validate.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 
 export type { AcquireOptions, KeyOptions, Lease } from "./lease.ts";
-export type { NodeRedisLike } from "./_client.ts";
+export type { RedisLike } from "./_client.ts";
+export type { Driver } from "./driver.ts";
 
 /**
  * Acquire the lease `name`, waiting for it if another owner holds it.
@@ -17,7 +18,8 @@ export type { NodeRedisLike } from "./_client.ts";
  * Without `leaseMs` the lease is kept alive by a watchdog (renewed every `watchdogMs / 3`) until released;
  * `lease.signal` aborts with {@linkcode LeaseLostError} the moment it is known to be lost.
  *
- * @param client A connected node-redis v4 client (`createClient()` after `connect()`).
+ * @param client A connected node-redis client (v4 or v5: standalone, cluster or sentinel) or a {@linkcode Driver};
+ *   or an odd number (3, 5, ...) of clients of independent masters for Redlock (see README, "Redlock").
  * @param name The lease name; any non-empty string up to 1024 characters.
  * @param options See {@linkcode AcquireOptions}.
  * @returns The held {@linkcode Lease}.
@@ -43,10 +45,14 @@ export type { NodeRedisLike } from "./_client.ts";
  * const lease = await acquire(client, "cron:cleanup", { waitMs: 0, leaseMs: 2_000 });
  * ```
  */
-export function acquire(client: NodeRedisLike, name: string, options?: AcquireOptions): Promise<Lease> {
+export function acquire(
+  client: RedisLike | readonly RedisLike[],
+  name: string,
+  options?: AcquireOptions,
+): Promise<Lease> {
   try {
-    checkClient("acquire lease", client);
-    return acquireResolved(client, resolveAcquire("acquire lease", name, options, ownerOf));
+    checkClients("acquire lease", client);
+    return acquireAny(client, resolveAcquire("acquire lease", name, options, ownerOf));
   } catch (e) {
     return Promise.reject(e);
   }

@@ -91,3 +91,70 @@ export class LeaseLostError extends RedleaseError {
     this.why = why;
   }
 }
+
+/**
+ * Fewer replicas than the `replicas` option asked for acknowledged a lease write within `replicaTimeoutMs`.
+ * `acquire` undoes its grant before rejecting with it; an explicit `extend` rejects with it (the primary has the
+ * new TTL, but a failover may lose it); a watchdog renewal treats it as a failed renewal and keeps trying until
+ * the lease's local deadline.
+ *
+ * @example
+ * ```ts
+ * import { acquire, ReplicationError } from "redlease";
+ * try {
+ *   await acquire(client, "payout", { replicas: 1, replicaTimeoutMs: 500 });
+ * } catch (err) {
+ *   if (err instanceof ReplicationError) console.log(`${err.acknowledged}/${err.required} replicas`);
+ * }
+ * ```
+ */
+export class ReplicationError extends RedleaseError {
+  override name = "ReplicationError";
+  /** Replicas that acknowledged the write. */
+  readonly acknowledged: number;
+  /** Replicas the `replicas` option required. */
+  readonly required: number;
+  constructor(lockName: string, acknowledged: number, required: number) {
+    super(
+      lockName,
+      `Lease '${lockName}' was not replicated: ${acknowledged} of ${required} required replicas acknowledged it`,
+    );
+    this.acknowledged = acknowledged;
+    this.required = required;
+  }
+}
+
+/**
+ * Redlock could not reach a majority of its independent masters: too many of them failed or did not answer
+ * within the per-node timeout. Distinct from {@linkcode LockTimeoutError}, which means the lease is held by
+ * someone else. `errors` holds the per-node failures.
+ *
+ * @example
+ * ```ts
+ * import { acquire, QuorumError } from "redlease";
+ * try {
+ *   await acquire([a, b, c, d, e], "settlement", { waitMs: 0 });
+ * } catch (err) {
+ *   if (err instanceof QuorumError) console.log(`${err.granted}/${err.required}`, err.errors);
+ * }
+ * ```
+ */
+export class QuorumError extends RedleaseError {
+  override name = "QuorumError";
+  /** Nodes that granted (or renewed) the lease. */
+  readonly granted: number;
+  /** The majority needed. */
+  readonly required: number;
+  /** The failures of the other nodes. */
+  readonly errors: readonly unknown[];
+  constructor(lockName: string, granted: number, required: number, errors: readonly unknown[]) {
+    super(
+      lockName,
+      `Lease '${lockName}' has no quorum: ${granted} of the ${required} nodes needed granted it; ${errors.length} failed`,
+      { cause: errors[0] },
+    );
+    this.granted = granted;
+    this.required = required;
+    this.errors = errors;
+  }
+}

@@ -1,5 +1,4 @@
 import { drift } from "./_hold.ts";
-import { extend as EXTEND } from "./_scripts.ts";
 import { checkLeaseMs } from "./_validate.ts";
 import type { Lease } from "./lease.ts";
 import { checkLease } from "./_acquire.ts";
@@ -15,6 +14,8 @@ import { checkLease } from "./_acquire.ts";
  *   then lost and its signal aborts with {@linkcode LeaseLostError}.
  * @throws {TypeError | RangeError} for an invalid `lease` or `leaseMs`, before any Redis command; a Redis error
  *   is passed through.
+ * @throws {ReplicationError} with the `replicas` option, when too few replicas acknowledged the new TTL (the
+ *   primary has it; the local deadline is not moved).
  *
  * @example Extend a fixed lease before a long step
  * ```ts
@@ -29,9 +30,9 @@ export async function extend(lease: Lease, leaseMs?: number): Promise<boolean> {
   const ms = leaseMs === undefined ? hold.ms : checkLeaseMs("extend lease", leaseMs);
   if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
   const t0 = performance.now();
-  const r = await hold.st.run(EXTEND, [hold.key], [hold.owner, String(ms)]);
+  const held = await hold.target.renew(hold, ms);
   if (!hold.active) return false;
-  if (r !== 1) {
+  if (!held) {
     hold.lose("not-held");
     return false;
   }

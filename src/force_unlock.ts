@@ -1,5 +1,5 @@
 import { checkClient } from "./_acquire.ts";
-import type { NodeRedisLike } from "./_client.ts";
+import type { RedisLike } from "./_client.ts";
 import { stateOf } from "./_client.ts";
 import { FENCE_RETAIN_MS, keysOf } from "./_hold.ts";
 import { forceUnlock as FORCE_UNLOCK } from "./_scripts.ts";
@@ -23,11 +23,12 @@ import type { KeyOptions } from "./lease.ts";
  * if (await forceUnlock(client, "cron:cleanup")) console.log("removed a stuck lease");
  * ```
  */
-export async function forceUnlock(client: NodeRedisLike, name: string, options?: KeyOptions): Promise<boolean> {
+export async function forceUnlock(client: RedisLike, name: string, options?: KeyOptions): Promise<boolean> {
   const op = "force-unlock lease";
   checkClient(op, client);
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  const r = await stateOf(client).run(FORCE_UNLOCK, keysOf(prefix, name), [String(FENCE_RETAIN_MS), "PUBLISH"]);
+  const st = stateOf(client);
+  const r = await st.run(FORCE_UNLOCK, keysOf(prefix, name), [String(FENCE_RETAIN_MS), st.publish]);
   return r !== 0;
 }

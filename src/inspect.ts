@@ -1,5 +1,5 @@
 import { checkClient } from "./_acquire.ts";
-import type { NodeRedisLike } from "./_client.ts";
+import type { RedisLike } from "./_client.ts";
 import { stateOf } from "./_client.ts";
 import { keysOf } from "./_hold.ts";
 import { inspect as INSPECT } from "./_scripts.ts";
@@ -36,7 +36,7 @@ export interface LeaseInfo {
  * if (info.held) console.log(`${info.owners[0].owner} holds it for ${info.remainingMs} ms`);
  * ```
  */
-export async function inspect(client: NodeRedisLike, name: string, options?: KeyOptions): Promise<LeaseInfo> {
+export async function inspect(client: RedisLike, name: string, options?: KeyOptions): Promise<LeaseInfo> {
   const op = "inspect lease";
   checkClient(op, client);
   checkName(op, name);

@@ -84,4 +84,31 @@ export interface AcquireOptions extends KeyOptions {
    * @default {a random id per call}
    */
   readonly owner?: string | Lease;
+  /**
+   * Require replication: after each lease write (acquire, watchdog renewal, extend) send `WAIT replicas
+   * replicaTimeoutMs` on the same connection, and count the write only if that many replicas acknowledged it.
+   * An acquire that is not acknowledged in time is undone and rejects with {@linkcode ReplicationError}. This is
+   * how a lease survives a failover to a replica (as Redisson's `WAIT`); see README, "Choosing a topology".
+   * Integer from 0 (off) to 100.
+   * @default {0}
+   */
+  readonly replicas?: number;
+  /**
+   * How long `WAIT` may block for the `replicas` acknowledgements, in ms. Integer from 1 to 60000.
+   * @default {1000}
+   */
+  readonly replicaTimeoutMs?: number;
+  /**
+   * Redlock only (a client array): how long one node may take to answer before it counts as failed for that
+   * attempt. Keep it well below the lease. Integer from 1 to the lease.
+   * @default {the lease / 200, between 5 and 50 ms (50 ms for the 30 s watchdog lease)}
+   */
+  readonly nodeTimeoutMs?: number;
+  /**
+   * Redlock only: the mean delay between attempts while the lease is held elsewhere; each delay is randomised
+   * between half and one and a half times this, so competing clients do not retry in lockstep. Integer from 1
+   * to 60000.
+   * @default {100}
+   */
+  readonly retryDelayMs?: number;
 }

@@ -1,5 +1,5 @@
-import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
-import type { NodeRedisLike } from "./_client.ts";
+import { acquireAny, checkClients, ownerOf } from "./_acquire.ts";
+import type { RedisLike } from "./_client.ts";
 import { releaseHandle } from "./_hold.ts";
 import { fail, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError } from "./errors.ts";
@@ -13,7 +13,7 @@ import type { AcquireOptions, Lease } from "./lease.ts";
  * {@linkcode LeaseLostError} even if `fn` resolved — a lost lease is never silent. Otherwise it settles as `fn`
  * did. If the release command itself fails, it rejects with that error (the lease then expires on its own).
  *
- * @param client A connected node-redis v4 client.
+ * @param client A client as for {@linkcode acquire} (one, or an array for Redlock).
  * @param name The lease name.
  * @param fn The critical section.
  * @param options See {@linkcode AcquireOptions}.
@@ -30,15 +30,15 @@ import type { AcquireOptions, Lease } from "./lease.ts";
  * ```
  */
 export async function withLock<T>(
-  client: NodeRedisLike,
+  client: RedisLike | readonly RedisLike[],
   name: string,
   fn: (signal: AbortSignal, lease: Lease) => T | PromiseLike<T>,
   options?: AcquireOptions,
 ): Promise<T> {
-  checkClient("run withLock", client);
+  checkClients("run withLock", client);
   const o = resolveAcquire("run withLock", name, options, ownerOf);
   if (typeof fn !== "function") fail("run withLock", "fn", "must be a function", fn);
-  const lease = await acquireResolved(client, o);
+  const lease = await acquireAny(client, o);
   let value: T | undefined;
   let failed = false;
   let error: unknown;

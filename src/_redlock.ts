@@ -1,0 +1,111 @@
+// Redlock over independent masters (the algorithm in the Redis documentation), on the same scripts and lease
+// handles as a single Redis: acquire on every node with a per-node timeout, succeed on a majority within the
+// lease's validity, undo everywhere otherwise; renew and release by quorum.
+import { type ClientState, type RedisLike, stateOf } from "./_client.ts";
+import { drift, FENCE_RETAIN_MS, grant, type Hold, keysOf, type LeaseImpl, type Target } from "./_hold.ts";
+import { acquire as ACQUIRE, extend as EXTEND, release as RELEASE } from "./_scripts.ts";
+import { unrefTimeout } from "./_timers.ts";
+import type { Resolved } from "./_validate.ts";
+import { LockTimeoutError, QuorumError } from "./errors.ts";
+
+class NodeTimeout extends Error {
+  override name = "NodeTimeout";
+}
+
+const groups = new WeakMap<ClientState, Map<string, RedlockGroup>>();
+
+export function groupOf(clients: readonly RedisLike[], nodeTimeoutMs: number): RedlockGroup {
+  const states = clients.map(stateOf);
+  const id = `${nodeTimeoutMs}/${states.map((s) => s.id).join(",")}`;
+  let byId = groups.get(states[0]);
+  if (!byId) groups.set(states[0], byId = new Map());
+  let g = byId.get(id);
+  if (!g) byId.set(id, g = new RedlockGroup(states, nodeTimeoutMs));
+  return g;
+}
+
+export class RedlockGroup implements Target {
+  readonly holds: Map<string, Hold> = new Map();
+  readonly quorum: number;
+
+  constructor(readonly nodes: readonly ClientState[], readonly nodeTimeoutMs: number) {
+    this.quorum = Math.floor(nodes.length / 2) + 1;
+  }
+
+  /** Run `fn` on every node at once; each result is its reply, or the error (a NodeTimeout after the timeout). */
+  all(fn: (st: ClientState) => Promise<unknown>): Promise<unknown[]> {
+    return Promise.all(this.nodes.map((st) =>
+      new Promise<unknown>((resolve) => {
+        const timer = unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${this.nodeTimeoutMs} ms`)), this.nodeTimeoutMs);
+        fn(st).then(resolve, resolve).finally(() => clearTimeout(timer));
+      })
+    ));
+  }
+
+  async renew(hold: Hold, ms: number): Promise<boolean> {
+    const t0 = performance.now();
+    const rs = await this.all((st) => st.run(EXTEND, [hold.key], [hold.owner, String(ms)]));
+    const ok = rs.filter((r) => r === 1).length;
+    if (ok >= this.quorum && performance.now() - t0 < ms - drift(ms)) return true;
+    if (rs.filter((r) => r === 0).length > this.nodes.length - this.quorum) return false;
+    throw new QuorumError(hold.name, ok, this.quorum, rs.filter((r) => r instanceof Error));
+  }
+
+  async release(hold: Hold): Promise<boolean> {
+    const rs = await this.all((st) =>
+      st.run(RELEASE, [hold.key, `${hold.key}:q`], [hold.owner, String(FENCE_RETAIN_MS), st.publish, "", ""])
+    );
+    return rs.filter((r) => typeof r === "number" && r > 0).length >= this.quorum;
+  }
+}
+
+/** acquire() on several independent masters. */
+export async function acquireRedlock(
+  clients: readonly RedisLike[],
+  o: Resolved,
+  nodeTimeoutMs: number,
+  retryDelayMs: number,
+): Promise<LeaseImpl> {
+  const group = groupOf(clients, nodeTimeoutMs);
+  const [key, queue] = keysOf(o.prefix, o.name);
+  const owner = o.owner ?? crypto.randomUUID();
+  const ms = String(o.ms);
+  const start = performance.now();
+  const deadline = start + o.waitMs;
+  for (;;) {
+    const t0 = performance.now();
+    const rs = await group.all((st) => st.run(ACQUIRE, [key, queue], [owner, ms, "", "", ""]));
+    const fences = rs.filter((r): r is number => typeof r === "number" && r > 0);
+    // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
+    if (fences.length >= group.quorum && o.ms - (performance.now() - t0) - drift(o.ms) > 0) {
+      return grant(group, key, o.name, owner, Math.max(...fences), o, t0);
+    }
+    // Undo on every node that granted it or may have (no reply, or an error after sending): never leave a
+    // minority holding it. A node that answered "busy" holds nothing of ours.
+    await group.all((st, i = group.nodes.indexOf(st)) =>
+      typeof rs[i] === "number" && (rs[i] as number) <= 0
+        ? Promise.resolve(0)
+        : st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, "", ""])
+    );
+    const errors = rs.filter((r) => r instanceof Error);
+    const busy = rs.filter((r): r is number => typeof r === "number" && r <= 0).map((r) => -1 - r);
+    const left = deadline - performance.now();
+    if (left <= 0) {
+      if (errors.length > group.nodes.length - group.quorum) {
+        throw new QuorumError(o.name, fences.length, group.quorum, errors);
+      }
+      throw new LockTimeoutError(o.name, busy.length ? Math.min(...busy) : -1, performance.now() - start);
+    }
+    const pause = Math.min(left, retryDelayMs * (0.5 + Math.random()));
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        o.signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = unrefTimeout(done, pause);
+      o.signal?.addEventListener("abort", done, { once: true });
+    });
+    o.signal?.throwIfAborted();
+  }
+}

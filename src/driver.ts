@@ -1,0 +1,44 @@
+/**
+ * What redlease needs from a Redis client. Pass a `Driver` anywhere a client is expected; node-redis clients
+ * (v4 and v5: standalone, cluster, sentinel) are recognised and wrapped automatically, and the adapters under
+ * `redlease/ioredis`, `redlease/bun` and `redlease/http` build one for other clients.
+ *
+ * @example A driver over any client that can send raw commands (single node)
+ * ```ts
+ * import type { Driver } from "redlease";
+ * const driver: Driver = {
+ *   evalScript: (sha, keys, args) => client.send("EVALSHA", [sha, String(keys.length), ...keys, ...args]),
+ *   loadScript: (source) => client.send("SCRIPT", ["LOAD", source]),
+ * };
+ * ```
+ */
+export interface Driver {
+  /**
+   * `EVALSHA sha numkeys ...keys ...args` on the node that serves `keys[0]`. Must reject with an error whose
+   * message starts with `NOSCRIPT` when the script is not loaded there (redlease then loads it and retries once).
+   * Integer replies must resolve to numbers, arrays to arrays.
+   */
+  evalScript(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** `SCRIPT LOAD source` on every node that may serve `key` (every master of a cluster); resolves the SHA1. */
+  loadScript(source: string, key: string): Promise<string>;
+  /**
+   * Send a raw command on the same connection and node that serve `key`, after the commands sent before it —
+   * used for `WAIT` after a lease write. Needed only for the `replicas` option.
+   */
+  command?(key: string, args: readonly string[]): Promise<unknown>;
+  /**
+   * Subscribe to a channel (`SSUBSCRIBE` when `sharded`), resolving once subscribed. Without `subscribe`, waiters
+   * poll with jittered backoff bounded by the holder's remaining TTL.
+   */
+  subscribe?(channel: string, listener: (message: string) => void): Promise<void>;
+  /** Remove a listener added by `subscribe`, unsubscribing when it was the channel's last. */
+  unsubscribe?(channel: string, listener: (message: string) => void): Promise<void>;
+  /** Whether scripts must notify waiters with `SPUBLISH` (Redis Cluster sharded pub/sub) instead of `PUBLISH`. */
+  readonly sharded?: boolean;
+}
+
+/** Whether `c` already is a {@linkcode Driver}. */
+export function isDriver(c: unknown): c is Driver {
+  return typeof c === "object" && c !== null && typeof (c as Driver).evalScript === "function" &&
+    typeof (c as Driver).loadScript === "function";
+}

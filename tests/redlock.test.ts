@@ -1,0 +1,142 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { acquire, inspect, LeaseLostError, LockTimeoutError, QuorumError, release } from "../mod.ts";
+import { type Client, type RedisServer, runtimeArgs, sleep, startRedis } from "./_redis.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+let n = 0;
+const fresh = () => `redlock-${++n}-${Math.random().toString(36).slice(2)}`;
+
+async function nodes(count: number) {
+  const servers = await Promise.all(Array.from({ length: count }, () => startRedis(["--enable-debug-command", "yes"])));
+  const clients = await Promise.all(servers.map((s) => s.client()));
+  return { servers, clients };
+}
+
+async function keysOn(clients: Client[], name: string): Promise<number> {
+  let held = 0;
+  for (const c of clients) if ((await c.exists(`redlease:{${name}}`).catch(() => 0)) === 1 && (await inspect(c, name)).held) held++;
+  return held;
+}
+
+describe("Redlock over 5 independent masters", () => {
+  let servers: RedisServer[];
+  let a: Client[];
+  let b: Client[];
+  before(async () => {
+    const set = await nodes(5);
+    servers = set.servers;
+    a = set.clients;
+    b = await Promise.all(servers.map((s) => s.client()));
+  });
+  after(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+  });
+
+  test("acquire() with 5 clients holds the lease on every node; release() frees all of them", async () => {
+    const name = fresh();
+    const t0 = performance.now();
+    const lease = await acquire(a, name);
+    const took = performance.now() - t0;
+    assert.equal(await keysOn(a, name), 5);
+    assert.ok(lease.expiresAt > performance.now() + 29_000);
+    assert.ok(took < 500, `acquire took ${took} ms`);
+    assert.equal(await release(lease), true);
+    assert.equal(await keysOn(a, name), 0);
+  });
+
+  test("contention is a LockTimeoutError, not a quorum error; the fence is the quorum's highest", async () => {
+    const name = fresh();
+    const first = await acquire(a, name);
+    const err = await acquire(b, name, { waitMs: 0 }).then(() => null, (e) => e);
+    assert.ok(err instanceof LockTimeoutError, String(err));
+    assert.ok(err.remainingMs > 25_000);
+    const fences = await Promise.all(a.map((c) => inspect(c, name).then((i) => i.fence)));
+    assert.equal(first.fence, Math.max(...fences));
+    const waiting = acquire(b, name, { waitMs: 5_000, retryDelayMs: 20 });
+    await sleep(100);
+    await release(first);
+    const second = await waiting;
+    assert.ok(second.fence > first.fence);
+    await release(second);
+  });
+
+  test("a watchdog lease is renewed by quorum across three lease periods", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name, { watchdogMs: 400 });
+    await sleep(1_300);
+    assert.equal(lease.signal.aborted, false);
+    assert.equal(await keysOn(a, name), 5);
+    await release(lease);
+  });
+
+  test("bad client lists are rejected before any command", async () => {
+    await assert.rejects(acquire([a[0], a[1]], "x"), RangeError);
+    await assert.rejects(acquire([a[0], a[0], a[1]], "x"), RangeError);
+    await assert.rejects(acquire([a[0], a[1], {}] as never, "x"), TypeError);
+    await assert.rejects(acquire(a, "x", { replicas: 1 }), TypeError);
+    await assert.rejects(acquire(a, "x", { nodeTimeoutMs: 0 }), RangeError);
+  });
+
+  test("one stalled node delays an acquire by no more than the per-node timeout", async () => {
+    const name = fresh();
+    const stall = a[4].duplicate();
+    stall.on("error", () => {});
+    await stall.connect();
+    const sleeping = stall.sendCommand(["DEBUG", "SLEEP", "1"]);
+    await sleep(20);
+    const t0 = performance.now();
+    const lease = await acquire(a, name, { nodeTimeoutMs: 100 });
+    const took = performance.now() - t0;
+    assert.ok(took < 100 + 250, `acquire took ${took} ms with one node stalled`);
+    await sleeping;
+    await stall.quit();
+    await release(lease);
+    await sleep(50);
+    assert.equal(await keysOn(a, name), 0, "the late grant on the stalled node is released too");
+  });
+
+  test("mutual exclusion holds across 3 processes contending through Redlock", async () => {
+    const name = fresh();
+    const [cmd, pre] = runtimeArgs(join(here, "fixtures", "redlock_worker.ts"));
+    const urls = servers.map((s) => s.url);
+    const codes = await Promise.all(Array.from({ length: 3 }, () =>
+      new Promise<number | null>((resolve) => {
+        const child = spawn(cmd, [...pre, name, "15", ...urls], { cwd: join(here, ".."), stdio: "ignore" });
+        const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+        child.on("exit", (code) => (clearTimeout(timer), resolve(code)));
+      })
+    ));
+    assert.deepEqual(codes, [0, 0, 0]);
+    assert.equal(await a[0].get(`${name}:counter`), "45");
+    assert.equal(await a[0].get(`${name}:overlaps`), null);
+  });
+
+  test("2 of 5 nodes down: still acquires; 3 down: QuorumError, never a grant, nothing left behind", async () => {
+    const name = fresh();
+    process.kill(servers[3].pid, "SIGKILL");
+    process.kill(servers[4].pid, "SIGKILL");
+    await sleep(100);
+    const lease = await acquire(a, name, { nodeTimeoutMs: 50 });
+    assert.equal(await keysOn(a.slice(0, 3), name), 3);
+    await release(lease);
+    const held = await acquire(b.slice(0, 3).concat(b.slice(3)), fresh(), { watchdogMs: 600, nodeTimeoutMs: 50 });
+    process.kill(servers[2].pid, "SIGKILL");
+    await sleep(100);
+    const t0 = performance.now();
+    const err = await acquire(a, name, { waitMs: 0, nodeTimeoutMs: 50 }).then(() => null, (e) => e);
+    assert.ok(err instanceof QuorumError, String(err));
+    assert.equal(err.required, 3);
+    assert.equal(err.errors.length, 3);
+    assert.ok(performance.now() - t0 < 500);
+    assert.equal(await keysOn(a.slice(0, 2), name), 0, "no keys left on the live nodes");
+    const reason = await new Promise<unknown>((r) =>
+      held.signal.aborted ? r(held.signal.reason) : held.signal.addEventListener("abort", () => r(held.signal.reason))
+    );
+    assert.ok(reason instanceof LeaseLostError, "a lease that loses its quorum aborts its signal");
+    assert.equal(reason.why, "unreachable");
+  });
+});
