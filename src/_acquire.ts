@@ -61,9 +61,17 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
   const owner = o.owner ?? crypto.randomUUID();
   const ms = String(o.ms);
   const start = performance.now();
-  const r = await st.run(ACQUIRE, [key, queue], [owner, ms, "", "", ""]) as number;
   let lease: LeaseImpl;
   let wrote = true; // whether our own connection wrote the grant (else a releaser's handoff did)
+  if (o.waitMs > 0 && st.canListen && st.subscribed(`${key}:w:${st.id}`)) {
+    // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
+    const w = await waitQueued(st, o, key, queue, owner, start, -1);
+    lease = w.lease;
+    wrote = w.wrote;
+    if (o.replicas > 0) await confirmReplicated(lease, o, wrote);
+    return lease;
+  }
+  const r = await st.run(ACQUIRE, [key, queue], [owner, ms, "", "", ""]) as number;
   if (r > 0) {
     lease = grant(st, key, o.name, owner, r, o, start);
   } else {
@@ -124,7 +132,8 @@ async function waitQueued(
   let granted: number | undefined;
   let wake: (() => void) | undefined;
   let orphaned: (() => void) | undefined;
-  const leave = await st.listen(`${key}:w:${st.id}`, wid, (fence) => {
+  const channel = `${key}:w:${st.id}`;
+  const leave = await st.listen(channel, wid, (fence) => {
     if (orphaned) return orphaned();
     granted = fence;
     wake?.();
@@ -154,8 +163,12 @@ async function waitQueued(
           }
           wrote = true;
         }
+        // Keep the subscription while we hold what we waited for: we are likely to wait here again.
+        const unref = st.retain(channel);
         leave();
-        return { lease: grant(st, key, o.name, owner, granted, o, t0), wrote };
+        const lease = grant(st, key, o.name, owner, granted, o, t0);
+        lease.hold.onEnd.push(unref);
+        return { lease, wrote };
       }
       const left = deadline - performance.now();
       if (left <= 0) throw new LockTimeoutError(o.name, pttl, performance.now() - start);

@@ -4,6 +4,7 @@ import { ALL_SCRIPTS, type Script } from "./_scripts.ts";
 import { FENCE_RETAIN_MS, type Hold, type Target } from "./_hold.ts";
 import { extend as EXTEND, release as RELEASE } from "./_scripts.ts";
 import { ReplicationError } from "./errors.ts";
+import { unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
 import { type Driver, isDriver } from "./driver.ts";
 
@@ -31,6 +32,9 @@ interface Channel {
   readonly waiters: Map<string, (fence: number) => void>;
   readonly listener: (message: string) => void;
   readonly ready: Promise<void>;
+  /** Waiters plus holds that came through the queue: the subscription is kept while any remain. */
+  refs: number;
+  drop: ReturnType<typeof setTimeout> | undefined;
 }
 
 const states = new WeakMap<object, ClientState>();
@@ -119,10 +123,14 @@ export class ClientState implements Target {
     return Number(await this.driver.command(key, ["WAIT", String(replicas), String(timeoutMs)]));
   }
 
+  /** Whether this client is subscribed to `channel` (it has waited there recently): wait without a plain try. */
+  subscribed(channel: string): boolean {
+    return this.#channels.has(channel);
+  }
+
   /**
    * Route grant messages for waiter `wid` on `channel` to `onGrant`. The first waiter on a channel subscribes
-   * (awaited, so a waiter is listening before it queues); the last one to leave unsubscribes. Returns the
-   * function that removes this waiter.
+   * (awaited, so a waiter is listening before it queues). Returns the function that removes this waiter.
    */
   async listen(channel: string, wid: string, onGrant: (fence: number) => void): Promise<() => void> {
     const driver = this.driver;
@@ -133,15 +141,14 @@ export class ClientState implements Target {
         const i = message.indexOf(":");
         waiters.get(message.slice(0, i))?.(Number(message.slice(i + 1)));
       };
-      ch = { waiters, listener, ready: driver.subscribe!(channel, listener) };
+      ch = { waiters, listener, ready: driver.subscribe!(channel, listener), refs: 0, drop: undefined };
       this.#channels.set(channel, ch);
     }
     const c = ch;
     c.waiters.set(wid, onGrant);
+    const unref = this.retain(channel);
     const leave = () => {
-      if (!c.waiters.delete(wid) || c.waiters.size > 0 || this.#channels.get(channel) !== c) return;
-      this.#channels.delete(channel);
-      c.ready.then(() => driver.unsubscribe?.(channel, c.listener)).catch(() => {});
+      if (c.waiters.delete(wid)) unref();
     };
     try {
       await c.ready;
@@ -151,5 +158,28 @@ export class ClientState implements Target {
       throw e;
     }
     return leave;
+  }
+
+  /**
+   * Keep `channel` subscribed until the returned function is called (once). When the last reference goes, the
+   * subscription is dropped one event-loop turn later, so a holder that releases and at once waits again (a
+   * contended loop) keeps its subscription instead of paying UNSUBSCRIBE + SUBSCRIBE per acquisition.
+   */
+  retain(channel: string): () => void {
+    const c = this.#channels.get(channel)!;
+    c.refs++;
+    if (c.drop !== undefined) clearTimeout(c.drop);
+    c.drop = undefined;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--c.refs > 0) return;
+      c.drop = unrefTimeout(() => {
+        if (c.refs > 0 || this.#channels.get(channel) !== c) return;
+        this.#channels.delete(channel);
+        c.ready.then(() => this.driver.unsubscribe?.(channel, c.listener)).catch(() => {});
+      }, 0);
+    };
   }
 }

@@ -102,10 +102,18 @@ export class Hold {
     }
   }
 
+  /** Run when this process's hold ends (final release or loss), after the release command. */
+  readonly onEnd: Array<() => void> = [];
+
+  ended(): void {
+    for (const fn of this.onEnd.splice(0)) fn();
+  }
+
   lose(why: LeaseLossReason, cause?: unknown): void {
     if (this.lost) return;
     this.lost = true;
     this.stop();
+    this.ended();
     const reason = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
     for (const h of this.handles) h.end(reason);
   }
@@ -211,7 +219,11 @@ export function releaseHandle(lease: LeaseImpl): Promise<boolean> {
     hold.handles.delete(lease);
     if (hold.handles.size === 0) hold.stop();
     lease.end(released ??= new DOMException("Lease released", "AbortError"));
-    return await hold.target.release(hold);
+    try {
+      return await hold.target.release(hold);
+    } finally {
+      if (hold.handles.size === 0) hold.ended();
+    }
   })();
 }
 

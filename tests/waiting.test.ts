@@ -40,6 +40,7 @@ describe("waiting for a held lease", () => {
     assert.equal(info.waiters, 0);
     assert.ok(info.remainingMs > 29_000, "the handed-over lease has the waiter's own TTL");
     await release(next);
+    await sleep(30); // dropped one event-loop turn after the last waiter or queue-won hold
     assert.deepEqual(await channels(c), [], "no subscription outlives its waiters");
   });
 
@@ -132,6 +133,37 @@ describe("waiting for a held lease", () => {
     void dead;
   });
 
+  test("a client that waited for a name queues at once while it stays subscribed: one command per contended acquire", async () => {
+    const name = fresh();
+    const count = async () => {
+      const info = await c.info("commandstats");
+      const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+      return { evalsha: calls("evalsha"), subscribe: calls("subscribe"), unsubscribe: calls("unsubscribe") };
+    };
+    // Two clients take turns on one name, each releasing and at once asking again.
+    const loop = async (client: Client, turns: number) => {
+      for (let i = 0; i < turns; i++) {
+        const l = await acquire(client, name, { waitMs: 10_000 });
+        await sleep(2);
+        await release(l);
+      }
+    };
+    const first = await acquire(a, name);
+    const warm = [loop(a, 1), loop(b, 1)];
+    await sleep(50);
+    await release(first);
+    await Promise.all(warm);
+    const before = await count();
+    await Promise.all([loop(a, 20), loop(b, 20)]);
+    const after = await count();
+    const acquisitions = 40;
+    const evalsha = after.evalsha - before.evalsha;
+    const subscribes = after.subscribe - before.subscribe;
+    console.log(`${evalsha} EVALSHA, ${subscribes} SUBSCRIBE for ${acquisitions} contended acquire+release cycles`);
+    assert.ok(evalsha <= acquisitions * 2 + 4, `${evalsha} EVALSHA for ${acquisitions} acquire+release cycles`);
+    assert.ok(subscribes <= 2, `${subscribes} SUBSCRIBEs`);
+  });
+
   test("many local waiters share one subscription per name and all get the lease in turn", async () => {
     const name = fresh();
     const holder = await acquire(a, name);
@@ -146,6 +178,7 @@ describe("waiting for a held lease", () => {
       await release(l);
     }
     assert.equal(new Set(fences).size, 10);
+    await sleep(30);
     assert.deepEqual(await channels(c), []);
   });
 });
