@@ -56,6 +56,7 @@ export class ClientState implements Target {
   #ready = false;
   #loading: Promise<void> | undefined;
   #channels = new Map<string, Channel>();
+  #checked = false;
 
   constructor(readonly driver: Driver) {
     this.publish = driver.sharded ? "SPUBLISH" : "PUBLISH";
@@ -93,6 +94,10 @@ export class ClientState implements Target {
 
   /** SCRIPT LOAD every script (concurrently: one round trip on a pipelining client). */
   #load(key: string): Promise<void> {
+    if (!this.#checked) {
+      this.#checked = true;
+      void this.#checkEviction(key);
+    }
     return this.#loading ??= Promise.all(ALL_SCRIPTS.map(async (s) => {
       const sha = await this.driver.loadScript(s.source, key);
       if (sha !== s.sha) throw new Error(`SCRIPT LOAD of ${s.name} returned ${sha}, expected ${s.sha}`);
@@ -101,6 +106,24 @@ export class ClientState implements Target {
     }).finally(() => {
       this.#loading = undefined;
     });
+  }
+
+  /**
+   * Lease keys always carry a TTL, so `volatile-*` (and `allkeys-*`) eviction policies may evict them under
+   * memory pressure and free a lease early. Warn once per client; the holder learns of such a loss at its next
+   * renewal, like any other.
+   */
+  async #checkEviction(key: string): Promise<void> {
+    try {
+      const info = String(await this.driver.command?.(key, ["INFO", "memory"]) ?? "");
+      const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
+      if (policy && policy !== "noeviction") {
+        console.warn(
+          `redlease: this Redis evicts keys (maxmemory-policy ${policy}); lease keys have a TTL and may be evicted ` +
+            "under memory pressure, which frees a lease early. Use maxmemory-policy noeviction for leases.",
+        );
+      }
+    } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
   }
 
   async renew(hold: Hold, ms: number): Promise<boolean> {

@@ -63,3 +63,27 @@ describe("scripts: SCRIPT LOAD once, EVALSHA afterwards", () => {
     assert.equal(client, 20);
   });
 });
+
+describe("eviction policy warning", () => {
+  test("a client warns once when Redis may evict lease keys (volatile-lru), and not under noeviction", async () => {
+    const evicting = await startRedis(["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"]);
+    const safe = await startRedis();
+    const warnings: string[] = [];
+    const original = console.warn;
+    console.warn = (...args: unknown[]) => void warnings.push(args.join(" "));
+    try {
+      const c = await evicting.client();
+      await release(await acquire(c, "evict-1"));
+      await release(await acquire(c, "evict-2"));
+      const d = await safe.client();
+      await release(await acquire(d, "safe-1"));
+      await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      console.warn = original;
+      await evicting.stop();
+      await safe.stop();
+    }
+    assert.equal(warnings.length, 1, warnings.join("\n"));
+    assert.match(warnings[0], /maxmemory-policy volatile-lru/);
+  });
+});
