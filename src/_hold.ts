@@ -9,8 +9,13 @@ export function drift(ms: number): number {
   return Math.floor(ms * 0.01) + 2;
 }
 
+/**
+ * The lease's hash and queue keys. The whole name is the hash tag, so all of a lease's keys and channels share a
+ * cluster slot; `%` and `}` are percent-encoded so that a name cannot end the tag early (or leave it empty).
+ */
 export function keysOf(prefix: string, name: string): [hash: string, queue: string] {
-  const hash = `${prefix}:{${name}}`;
+  const tag = /[%}]/.test(name) ? name.replace(/[%}]/g, (c) => (c === "%" ? "%25" : "%7D")) : name;
+  const hash = `${prefix}:{${tag}}`;
   return [hash, `${hash}:q`];
 }
 

@@ -255,3 +255,24 @@ describe("leases on one Redis", () => {
     await release(two);
   });
 });
+
+describe("key names", () => {
+  let srv2: RedisServer;
+  let c: Client;
+  before(async () => {
+    srv2 = await startRedis();
+    c = await srv2.client();
+  });
+  after(async () => {
+    await srv2.stop();
+  });
+  test("names with '}' and '%' keep the whole name as hash tag (percent-encoded) and stay distinct", async () => {
+    const names = ["a}b", "}x", "a%7Db", "{x}", "50%"];
+    const leases = [];
+    for (const name of names) leases.push(await acquire(c, name, { waitMs: 0 }));
+    const keys = (await c.keys("redlease:*")).sort();
+    assert.deepEqual(keys, ["redlease:{%7Dx}", "redlease:{50%25}", "redlease:{a%257Db}", "redlease:{a%7Db}", "redlease:{{x%7D}"]);
+    for (const name of names) assert.equal((await inspect(c, name)).held, true);
+    for (const l of leases) assert.equal(await release(l), true);
+  });
+});
