@@ -42,7 +42,7 @@ const runtimes: Record<string, { cmd: string; args: string[]; parse(out: string)
   },
   bun: {
     cmd: bin("bun"),
-    args: ["test", ...testFiles.map((f) => `./${f}`)],
+    args: ["test", "--timeout", "120000", ...testFiles.map((f) => `./${f}`)],
     parse: (out) => ({ passed: num(out, /^\s*(\d+) pass$/m), failed: num(out, /^\s*(\d+) fail$/m) }),
   },
   deno: {

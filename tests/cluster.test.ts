@@ -1,0 +1,76 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { acquire, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { type ClusterClient, sleep, startCluster, type StartedCluster } from "./_topology.ts";
+
+let n = 0;
+const fresh = () => `cluster-${++n}-${Math.random().toString(36).slice(2)}`;
+
+describe("Redis Cluster (3 masters + 3 replicas)", () => {
+  let c: StartedCluster;
+  let a: ClusterClient;
+  let b: ClusterClient;
+  before(async () => {
+    c = await startCluster({ masters: 3, replicasPerMaster: 1 });
+    a = await c.cluster();
+    b = await c.cluster();
+  });
+  after(async () => {
+    await c.stop();
+  });
+
+  test("leases on names spread over every master: contention, release, and a name with '}'", async () => {
+    const names = Array.from({ length: 12 }, fresh).concat(["}edge", "a}b{c"]);
+    const owners = new Set(names.map((name) => c.ownerOf(c.slotOf(`redlease:{${name.replace(/[%}]/g, (ch) => ch === "%" ? "%25" : "%7D")}}`)).port));
+    assert.equal(owners.size, 3, "the names cover all three masters");
+    const leases = await Promise.all(names.map((name) => acquire(a, name)));
+    for (const name of names) await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
+    for (const l of leases) assert.equal(await release(l), true);
+    const again = await Promise.all(names.map((name) => acquire(b, name, { waitMs: 0 })));
+    for (const [i, l] of again.entries()) assert.ok(l.fence > leases[i].fence);
+    for (const l of again) await release(l);
+  });
+
+  test("a waiter on another client is handed the lease by sharded pub/sub within a few ms", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const waiting = acquire(b, name, { waitMs: 10_000 });
+    await sleep(100);
+    assert.equal((await inspect(a, name)).waiters, 1);
+    const t0 = performance.now();
+    await release(holder);
+    const next = await waiting;
+    const took = performance.now() - t0;
+    assert.ok(took < 300, `handoff took ${took} ms`);
+    await release(next);
+  });
+
+  test("a live migration of a held lease's slot to another master keeps renewals, waiting, release and exclusion", async () => {
+    const name = fresh();
+    const slot = c.slotOf(`redlease:{${name}}`);
+    const from = c.ownerOf(slot);
+    const to = c.masters().find((m) => m.port !== from.port)!;
+    const holder = await acquire(a, name, { watchdogMs: 900 }); // renewed every 300 ms
+    let holderReleasedAt = 0;
+    const waited: Promise<Lease> = acquire(b, name, { waitMs: 20_000 });
+    await sleep(100);
+    const moved = await c.migrateSlot(slot, to.port, { pauseMs: 700 }); // renewals run inside the ASK window
+    assert.equal(moved.keys > 0, true, "the lease's keys moved");
+    assert.equal(c.ownerOf(slot).port, to.port);
+    await sleep(1_000); // three renewals on the new master
+    assert.equal(holder.signal.aborted, false, "renewals kept working across the migration");
+    const info = await inspect(a, name);
+    assert.deepEqual(info.owners, [{ owner: holder.owner, holds: 1 }]);
+    assert.ok(info.remainingMs > 0);
+    holderReleasedAt = performance.now();
+    assert.equal(await release(holder), true);
+    const next = await waited;
+    const took = performance.now() - holderReleasedAt;
+    assert.ok(next.fence > holder.fence);
+    console.log(`after the migration the waiter held the lease ${took.toFixed(1)} ms after the release`);
+    assert.ok(took < 2_000, `the waiter got the lease ${took} ms after the release`);
+    assert.deepEqual((await inspect(a, name)).owners, [{ owner: next.owner, holds: 1 }]);
+    await release(next);
+    assert.equal((await inspect(a, name)).held, false);
+  });
+});
