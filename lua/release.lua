@@ -8,6 +8,8 @@
 -- ARGV[3]  publish command: PUBLISH (single node) or SPUBLISH (cluster)
 -- ARGV[4]  waiter id when cancelling a wait, else ""
 -- ARGV[5]  that waiter's queue entry, else ""
+-- ARGV[6]  the fence of the hold being released, or "" to skip the check: a hold of an earlier grant (expired,
+--          force-unlocked, then re-granted to the same owner) must not release the newer grant
 -- Returns  0 not held by this owner (nothing changed; for a cancel: the waiter had not been granted it),
 --          1 one hold released and the owner still holds it (reentrant count > 0),
 --          2 released and freed, 3 released and handed to a waiting client.
@@ -21,6 +23,7 @@ if ARGV[4] ~= '' then
 end
 local c = tonumber(redis.call('HGET', h, owner))
 if not c then return 0 end
+if ARGV[6] ~= '' and fence_of(redis.call('HGET', h, '')) ~= tonumber(ARGV[6]) then return 0 end
 if c > 1 then
   redis.call('HINCRBY', h, owner, -1)
   return 1

@@ -71,7 +71,17 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
     if (o.replicas > 0) await confirmReplicated(lease, o, wrote);
     return lease;
   }
-  const r = await st.run(ACQUIRE, [key, queue], [owner, ms, "", "", ""]) as number;
+  let r: number;
+  try {
+    r = await st.run(ACQUIRE, [key, queue], [owner, ms, "", "", ""]) as number;
+  } catch (e) {
+    // The reply may be lost after Redis granted it (connection dropped): an owner generated for this call is
+    // ours alone, so release whatever it may hold instead of leaving a phantom holder for a whole lease.
+    if (o.owner === undefined) {
+      st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, "", "", ""]).catch(() => {});
+    }
+    throw e;
+  }
   if (r > 0) {
     lease = grant(st, key, o.name, owner, r, o, start);
   } else {
@@ -97,7 +107,7 @@ async function confirmReplicated(lease: LeaseImpl, o: Resolved, wrote: boolean):
   try {
     // A handoff was written by the releaser's connection: write once more on ours so WAIT covers the grant.
     const st = hold.target as ClientState;
-    if (!wrote && await st.run(EXTEND, [hold.key], [hold.owner, String(hold.ms)]) !== 1) {
+    if (!wrote && await st.run(EXTEND, [hold.key], [hold.owner, String(hold.ms), String(hold.fence)]) !== 1) {
       throw new LeaseLostError(o.name, "not-held");
     }
     acked = await st.waitReplicas(hold.key, o.replicas, o.replicaTimeoutMs);
@@ -138,7 +148,11 @@ async function waitQueued(
     granted = fence;
     wake?.();
   });
-  const cancel = () => st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, wid, entry]);
+  const cancel = async () => {
+    const r = await st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, wid, entry, ""]);
+    // An owner generated for this call is ours alone: if an attempt whose reply we lost took the lease, drop it.
+    if (r === 0 && o.owner === undefined) await st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, "", "", ""]);
+  };
   const deadline = start + o.waitMs;
   const firstQueued = performance.now();
   try {
@@ -157,7 +171,7 @@ async function waitQueued(
         t0 = firstQueued;
         if (t0 + o.ms - drift(o.ms) - performance.now() < o.ms / 2) {
           t0 = performance.now();
-          if (await st.run(EXTEND, [key], [owner, ms]) !== 1) {
+          if (await st.run(EXTEND, [key], [owner, ms, String(granted)]) !== 1) {
             granted = undefined; // lost before we could use it: keep waiting
             continue;
           }

@@ -117,7 +117,8 @@ export class ClientState implements Target {
     try {
       const info = String(await this.driver.command?.(key, ["INFO", "memory"]) ?? "");
       const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
-      if (policy && policy !== "noeviction") {
+      const limited = Number(/maxmemory:(\d+)/.exec(info)?.[1] ?? 0) > 0; // 0: no limit, nothing is evicted
+      if (policy && policy !== "noeviction" && limited) {
         console.warn(
           `redlease: this Redis evicts keys (maxmemory-policy ${policy}); lease keys have a TTL and may be evicted ` +
             "under memory pressure, which frees a lease early. Use maxmemory-policy noeviction for leases.",
@@ -127,7 +128,7 @@ export class ClientState implements Target {
   }
 
   async renew(hold: Hold, ms: number): Promise<boolean> {
-    if (await this.run(EXTEND, [hold.key], [hold.owner, String(ms)]) !== 1) return false;
+    if (await this.run(EXTEND, [hold.key], [hold.owner, String(ms), String(hold.fence)]) !== 1) return false;
     if (hold.replicas > 0) {
       const acked = await this.waitReplicas(hold.key, hold.replicas, hold.replicaTimeoutMs);
       if (acked < hold.replicas) throw new ReplicationError(hold.name, acked, hold.replicas);
@@ -136,7 +137,7 @@ export class ClientState implements Target {
   }
 
   async release(hold: Hold): Promise<boolean> {
-    const args = [hold.owner, String(FENCE_RETAIN_MS), this.publish, "", ""];
+    const args = [hold.owner, String(FENCE_RETAIN_MS), this.publish, "", "", String(hold.fence)];
     return await this.run(RELEASE, [hold.key, `${hold.key}:q`], args) !== 0;
   }
 

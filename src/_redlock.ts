@@ -14,6 +14,14 @@ class NodeTimeout extends Error {
 
 const groups = new WeakMap<ClientState, Map<string, RedlockGroup>>();
 
+/** Each master's own fence for a Redlock hold (undefined where that master did not grant it, or not yet). */
+const nodeFences = new WeakMap<Hold, Array<number | undefined>>();
+
+function fenceOn(hold: Hold, node: number): string {
+  const f = nodeFences.get(hold)?.[node];
+  return f === undefined ? "" : String(f);
+}
+
 export function groupOf(clients: readonly RedisLike[], nodeTimeoutMs: number): RedlockGroup {
   const states = clients.map(stateOf);
   const id = `${nodeTimeoutMs}/${states.map((s) => s.id).join(",")}`;
@@ -44,7 +52,9 @@ export class RedlockGroup implements Target {
 
   async renew(hold: Hold, ms: number): Promise<boolean> {
     const t0 = performance.now();
-    const rs = await this.all((st) => st.run(EXTEND, [hold.key], [hold.owner, String(ms)]));
+    const rs = await this.all((st) =>
+      st.run(EXTEND, [hold.key], [hold.owner, String(ms), fenceOn(hold, this.nodes.indexOf(st))])
+    );
     const ok = rs.filter((r) => r === 1).length;
     if (ok >= this.quorum && performance.now() - t0 < ms - drift(ms)) return true;
     if (rs.filter((r) => r === 0).length > this.nodes.length - this.quorum) return false;
@@ -53,7 +63,14 @@ export class RedlockGroup implements Target {
 
   async release(hold: Hold): Promise<boolean> {
     const rs = await this.all((st) =>
-      st.run(RELEASE, [hold.key, `${hold.key}:q`], [hold.owner, String(FENCE_RETAIN_MS), st.publish, "", ""])
+      st.run(RELEASE, [hold.key, `${hold.key}:q`], [
+        hold.owner,
+        String(FENCE_RETAIN_MS),
+        st.publish,
+        "",
+        "",
+        fenceOn(hold, this.nodes.indexOf(st)),
+      ])
     );
     return rs.filter((r) => typeof r === "number" && r > 0).length >= this.quorum;
   }
@@ -78,14 +95,16 @@ export async function acquireRedlock(
     const fences = rs.filter((r): r is number => typeof r === "number" && r > 0);
     // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
     if (fences.length >= group.quorum && o.ms - (performance.now() - t0) - drift(o.ms) > 0) {
-      return grant(group, key, o.name, owner, Math.max(...fences), o, t0);
+      const lease = grant(group, key, o.name, owner, Math.max(...fences), o, t0);
+      nodeFences.set(lease.hold, rs.map((r) => (typeof r === "number" && r > 0 ? r : undefined)));
+      return lease;
     }
     // Undo on every node that granted it or may have (no reply, or an error after sending): never leave a
     // minority holding it. A node that answered "busy" holds nothing of ours.
     await group.all((st, i = group.nodes.indexOf(st)) =>
       typeof rs[i] === "number" && (rs[i] as number) <= 0
         ? Promise.resolve(0)
-        : st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, "", ""])
+        : st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, "", "", ""])
     );
     const errors = rs.filter((r) => r instanceof Error);
     const busy = rs.filter((r): r is number => typeof r === "number" && r <= 0).map((r) => -1 - r);

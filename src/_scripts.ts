@@ -15,8 +15,8 @@ export const acquire: Script = {
 
 export const extend: Script = {
   name: "extend.lua",
-  sha: "2217ab26916ede842da0c3579c8cbbe7648b9977",
-  source: "if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then\nredis.call('PEXPIRE', KEYS[1], ARGV[2])\nreturn 1\nend\nreturn 0\n",
+  sha: "fa24ba13c1175151fca98525f079a8ed638c82a6",
+  source: "if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 and (ARGV[3] == '' or\ntonumber(string.match(redis.call('HGET', KEYS[1], ''), '^%d+')) == tonumber(ARGV[3])) then\nredis.call('PEXPIRE', KEYS[1], ARGV[2])\nreturn 1\nend\nreturn 0\n",
 };
 
 export const forceUnlock: Script = {
@@ -33,8 +33,8 @@ export const inspect: Script = {
 
 export const release: Script = {
   name: "release.lua",
-  sha: "f8b298e4952d9f3eb9699dad1e2fdbe15794a2b9",
-  source: "local function fence_of(v)\nif not v then return 0 end\nreturn tonumber(string.match(v, '^%d+'))\nend\nlocal function next_fence(last)\nlocal t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\nif last >= now then now = last + 1 end\nreturn string.format('%d', now)\nend\nlocal function handoff(h, q, pub, last)\nwhile true do\nlocal e = redis.call('LPOP', q)\nif not e then return false end\nif not last then last = fence_of(redis.call('HGET', h, '')) end\nlocal cid, wid, ms, owner = string.match(e, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')\nlocal f = next_fence(last)\nif redis.call(pub, h .. ':w:' .. cid, wid .. ':' .. f) > 0 then\nredis.call('HSET', h, '', f .. ':' .. wid)\nredis.call('HINCRBY', h, owner, 1)\nredis.call('PEXPIRE', h, ms)\nreturn true\nend\nlast = tonumber(f)\nend\nend\nlocal h, q = KEYS[1], KEYS[2]\nlocal owner = ARGV[1]\nif ARGV[4] ~= '' then\nif redis.call('LREM', q, 1, ARGV[5]) == 1 then return 0 end\nlocal v = redis.call('HGET', h, '')\nif not v or string.match(v, ':(.*)$') ~= ARGV[4] then return 0 end\nend\nlocal c = tonumber(redis.call('HGET', h, owner))\nif not c then return 0 end\nif c > 1 then\nredis.call('HINCRBY', h, owner, -1)\nreturn 1\nend\nredis.call('HDEL', h, owner)\nif handoff(h, q, ARGV[3], nil) then return 3 end\nredis.call('PEXPIRE', h, ARGV[2])\nreturn 2\n",
+  sha: "01f5552979282f6a10afc3ccb73bd0d08ee439d4",
+  source: "local function fence_of(v)\nif not v then return 0 end\nreturn tonumber(string.match(v, '^%d+'))\nend\nlocal function next_fence(last)\nlocal t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\nif last >= now then now = last + 1 end\nreturn string.format('%d', now)\nend\nlocal function handoff(h, q, pub, last)\nwhile true do\nlocal e = redis.call('LPOP', q)\nif not e then return false end\nif not last then last = fence_of(redis.call('HGET', h, '')) end\nlocal cid, wid, ms, owner = string.match(e, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')\nlocal f = next_fence(last)\nif redis.call(pub, h .. ':w:' .. cid, wid .. ':' .. f) > 0 then\nredis.call('HSET', h, '', f .. ':' .. wid)\nredis.call('HINCRBY', h, owner, 1)\nredis.call('PEXPIRE', h, ms)\nreturn true\nend\nlast = tonumber(f)\nend\nend\nlocal h, q = KEYS[1], KEYS[2]\nlocal owner = ARGV[1]\nif ARGV[4] ~= '' then\nif redis.call('LREM', q, 1, ARGV[5]) == 1 then return 0 end\nlocal v = redis.call('HGET', h, '')\nif not v or string.match(v, ':(.*)$') ~= ARGV[4] then return 0 end\nend\nlocal c = tonumber(redis.call('HGET', h, owner))\nif not c then return 0 end\nif ARGV[6] ~= '' and fence_of(redis.call('HGET', h, '')) ~= tonumber(ARGV[6]) then return 0 end\nif c > 1 then\nredis.call('HINCRBY', h, owner, -1)\nreturn 1\nend\nredis.call('HDEL', h, owner)\nif handoff(h, q, ARGV[3], nil) then return 3 end\nredis.call('PEXPIRE', h, ARGV[2])\nreturn 2\n",
 };
 
 export const ALL_SCRIPTS: readonly Script[] = [acquire, extend, forceUnlock, inspect, release];

@@ -10,7 +10,8 @@ import type { AcquireOptions, Lease } from "./lease.ts";
  *
  * `fn` receives the lease's `signal` (pass it on to your I/O so work stops when the lease is lost) and the
  * lease itself (for its `fence`). If the lease was lost before `fn` settled, `withLock` rejects with that
- * {@linkcode LeaseLostError} even if `fn` resolved — a lost lease is never silent. Otherwise it settles as `fn`
+ * {@linkcode LeaseLostError} even if `fn` resolved — a lost lease is never silent; so it does when the final
+ * release finds that the lease was no longer held (lost without the holder having noticed yet). Otherwise it settles as `fn`
  * did. If the release command itself fails, it rejects with that error (the lease then expires on its own).
  *
  * @param client A client as for {@linkcode acquire} (one, or an array for Redlock).
@@ -48,11 +49,13 @@ export async function withLock<T>(
     failed = true;
     error = e;
   }
-  const lost = lease.endedWith;
   let releaseFailed = false;
   let releaseError: unknown;
+  let lost = lease.endedWith;
   try {
-    await releaseHandle(lease);
+    // A release that finds the lease gone means it was lost while fn ran (expired, force-unlocked, evicted)
+    // without the holder having been told yet: that is a loss too, never a silent success.
+    if (!await releaseHandle(lease) && !(lost instanceof LeaseLostError)) lost = new LeaseLostError(lease.name, "not-held");
   } catch (e) {
     releaseFailed = true;
     releaseError = e;

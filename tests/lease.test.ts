@@ -276,3 +276,85 @@ describe("key names", () => {
     for (const l of leases) assert.equal(await release(l), true);
   });
 });
+
+describe("stale handles and lost replies", () => {
+  let srv3: RedisServer;
+  let c: Client;
+  let d: Client;
+  before(async () => {
+    srv3 = await startRedis();
+    c = await srv3.client();
+    d = await srv3.client();
+  });
+  after(async () => {
+    await srv3.stop();
+  });
+
+  test("a hold of an earlier grant never releases or extends the same owner's newer grant", async () => {
+    const old = await acquire(c, "stale", { owner: "worker-1", leaseMs: 10_000 });
+    await forceUnlock(d, "stale");
+    const newer = await acquire(d, "stale", { owner: "worker-1", waitMs: 0, leaseMs: 10_000 });
+    assert.ok(newer.fence > old.fence);
+    assert.equal(await extend(old, 50), false, "extend() of the old hold");
+    assert.equal(await release(old), false, "release() of the old hold");
+    const info = await inspect(d, "stale");
+    assert.deepEqual(info.owners, [{ owner: "worker-1", holds: 1 }]);
+    assert.ok(info.remainingMs > 9_000);
+    assert.equal(newer.signal.aborted, false);
+    assert.equal(await release(newer), true);
+  });
+
+  test("withLock() rejects with LeaseLostError when its final release finds the lease gone", async () => {
+    const err = await withLock(c, "gone", async () => {
+      await forceUnlock(d, "gone");
+      await release(await acquire(d, "gone", { waitMs: 0 }));
+      return "done";
+    }, { leaseMs: 5_000 }).then(() => null, (e) => e);
+    assert.ok(err instanceof LeaseLostError, String(err));
+    assert.equal(err.why, "not-held");
+  });
+
+  test("an acquire whose reply is lost after Redis granted it leaves no phantom holder", async () => {
+    // A proxy that drops the connection instead of forwarding the reply to the first acquire EVALSHA.
+    const { createServer, connect } = await import("node:net");
+    let armed = false;
+    let dropped = false;
+    const proxy = createServer((down) => {
+      const up = connect(srv3.port, "127.0.0.1");
+      down.on("data", (b) => {
+        if (!dropped && b.includes("EVALSHA")) armed = true;
+        up.write(b);
+      });
+      up.on("data", (b) => {
+        if (armed && !dropped) {
+          dropped = true;
+          down.destroy();
+          up.destroy();
+          return;
+        }
+        down.write(b);
+      });
+      down.on("error", () => up.destroy());
+      up.on("error", () => down.destroy());
+      down.on("close", () => up.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    const port = (proxy.address() as { port: number }).port;
+    const { createClient } = await import("redis");
+    const flaky = createClient({ url: `redis://127.0.0.1:${port}` });
+    flaky.on("error", () => {});
+    await flaky.connect();
+    await flaky.sendCommand(["PING"]);
+    const err = await acquire(flaky, "phantom").then(() => null, (e) => e);
+    assert.ok(err instanceof Error && dropped, `the reply was dropped (${err})`);
+    const t0 = performance.now();
+    let held = true;
+    while (held && performance.now() - t0 < 5_000) {
+      held = (await inspect(d, "phantom")).held;
+      if (held) await sleep(50);
+    }
+    assert.equal(held, false, "the lease granted behind the lost reply was released");
+    await flaky.disconnect().catch(() => {});
+    proxy.close();
+  });
+});
