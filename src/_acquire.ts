@@ -19,7 +19,14 @@ export function ownerOf(lease: Lease): string | undefined {
 }
 
 export function checkClient(op: string, client: unknown): asserts client is RedisLike {
-  if (!isClient(client)) fail(op, "client", "must be a node-redis client or a redlease Driver", client);
+  if (isClient(client)) return;
+  const c = client as { evalsha?: unknown; call?: unknown; send?: unknown };
+  const hint = typeof c?.evalsha === "function" && typeof c?.call === "function"
+    ? " (wrap an ioredis client with ioredis() from redlease/ioredis)"
+    : typeof c?.send === "function"
+    ? " (wrap a Bun RedisClient with bunRedis() from redlease/bun)"
+    : "";
+  fail(op, "client", `must be a node-redis client or a redlease Driver${hint}`, client);
 }
 
 /** A client, or (Redlock) an odd number of at least 3 clients of independent masters. */
@@ -143,11 +150,28 @@ async function waitQueued(
   let wake: (() => void) | undefined;
   let orphaned: (() => void) | undefined;
   const channel = `${key}:w:${st.id}`;
-  const leave = await st.listen(channel, wid, (fence) => {
+  const listening = st.listen(channel, wid, (fence) => {
     if (orphaned) return orphaned();
     granted = fence;
     wake?.();
   });
+  // Subscribing can hang while the subscriber connection reconnects: bound it by the wait and the signal.
+  let subscribed = false;
+  await nap(Math.max(0, start + o.waitMs - performance.now()), o.signal, (w) => {
+    if (w) {
+      const settled = () => {
+        subscribed = true;
+        w();
+      };
+      listening.then(settled, settled);
+    }
+  });
+  if (!subscribed) {
+    listening.then((leave) => leave(), () => {});
+    o.signal?.throwIfAborted();
+    throw new LockTimeoutError(o.name, pttl, performance.now() - start);
+  }
+  const leave = await listening;
   const cancel = async () => {
     const r = await st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, wid, entry, ""]);
     // An owner generated for this call is ours alone: if an attempt whose reply we lost took the lease, drop it.

@@ -39,7 +39,8 @@ function has(c: unknown, ...names: string[]): boolean {
 
 /** Whether `c` looks like a node-redis client of any kind. */
 export function isNodeRedis(c: unknown): boolean {
-  return has(c, "sendCommand") && (has(c, "duplicate") || has(c, "getMasterNode"));
+  // ioredis also has sendCommand and duplicate, but node-redis has neither evalsha nor call.
+  return has(c, "sendCommand") && (has(c, "duplicate") || has(c, "getMasterNode")) && !has(c, "evalsha", "call");
 }
 
 const evalArgs = (sha: string, keys: readonly string[], args: readonly string[]) => [

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { acquire, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { acquire, type Driver, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
@@ -162,6 +163,23 @@ describe("waiting for a held lease", () => {
     console.log(`${evalsha} EVALSHA, ${subscribes} SUBSCRIBE for ${acquisitions} contended acquire+release cycles`);
     assert.ok(evalsha <= acquisitions * 2 + 4, `${evalsha} EVALSHA for ${acquisitions} acquire+release cycles`);
     assert.ok(subscribes <= 2, `${subscribes} SUBSCRIBEs`);
+  });
+
+  test("a subscription that never completes (subscriber reconnecting) cannot outlast waitMs or the signal", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const real = nodeRedis(b);
+    const stuck: Driver = { ...real, subscribe: () => new Promise<void>(() => {}) };
+    const t0 = performance.now();
+    await assert.rejects(acquire(stuck, name, { waitMs: 300 }), LockTimeoutError);
+    const took = performance.now() - t0;
+    assert.ok(took >= 280 && took < 1_500, `gave up after ${took} ms`);
+    const ctl = new AbortController();
+    const reason = new Error("enough");
+    setTimeout(() => ctl.abort(reason), 100);
+    await assert.rejects(acquire(stuck, name, { waitMs: Infinity, signal: ctl.signal }), (e) => e === reason);
+    assert.equal((await inspect(c, name)).waiters, 0, "it never queued");
+    await release(holder);
   });
 
   test("many local waiters share one subscription per name and all get the lease in turn", async () => {

@@ -1,0 +1,335 @@
+// The checker: from the sections the workers recorded and what the resource server logged, count overlapping
+// critical sections, lost counter updates and stale fenced writes, and split each into what lease loss
+// explains (a holder whose lease was lost kept going: expected, and fenced) and what it does not (must be 0).
+import type { FaultEvent, ScenarioSpec } from "./_scenario.ts";
+import type { Section, WorkerResult } from "./_protocol.ts";
+
+export interface VictimReport {
+  worker: string;
+  runtime: string;
+  kind: string;
+  /** How long the pause / block lasted as the worker measured it. */
+  tookMs: number;
+  /** The lease's TTL (watchdogMs or leaseMs): the fault must outlast it. */
+  leaseMs: number;
+  abortedAtResume: boolean;
+  remainingAtResume: number;
+  abortedAfterYield: boolean;
+  abortedAtWrite: boolean | undefined;
+  why: string | undefined;
+  /** The late fenced write: "rejected", "accepted" or "not attempted". */
+  lateWrite: string;
+  released: boolean | string | undefined;
+  ok: boolean;
+}
+
+export interface EvictionReport {
+  pulses: number;
+  evictedKeys: number;
+  /** Sections in progress when a pulse evicted keys. */
+  holdersHit: number;
+  /** …whose signal aborted with LeaseLostError before their section ended / before release. */
+  detectedBySignal: number;
+  /** …that only found out because release() returned false. */
+  detectedAtRelease: number;
+  /** …that never found out (must not happen if the key was evicted). */
+  undetected: number;
+  whys: Record<string, number>;
+  /** Pulse → signal abort, ms. */
+  latencyMs: { min: number; p50: number; max: number } | null;
+  /** Pulse → the next holder's section start, ms (how soon another worker got the lease). */
+  nextHolderMs: { min: number; p50: number; max: number } | null;
+}
+
+export interface Analysis {
+  scenario: string;
+  fault: string;
+  workers: string;
+  durationMs: number;
+  acquisitions: number;
+  acqPerSec: number;
+  perWorker: Record<string, number>;
+  /** Sections whose lease was lost (signal aborted with LeaseLostError, or release() said it was not held). */
+  lostSections: number;
+  lostByWhy: Record<string, number>;
+  overlapsLive: number;
+  overlapsLost: number;
+  /** Smallest gap between one live section's end and the next live section's start, ms. */
+  minHandoffGapMs: number | null;
+  /** Longest time nobody was inside a critical section (from the start of the run to its end), ms. */
+  maxIdleMs: number;
+  expectedIncrements: number;
+  finalCounter: number;
+  lostUpdates: number;
+  lostUpdatesLive: number;
+  lostUpdatesByLostHolders: number;
+  fencedAccepted: number;
+  fencedRejected: number;
+  staleAccepted: number;
+  lateWritesRejected: number;
+  lateWritesAccepted: number;
+  rejectedLiveWrites: number;
+  fenceViolations: number;
+  errors: Record<string, number>;
+  victims: VictimReport[];
+  eviction?: EvictionReport;
+  faultEvents: Record<string, number>;
+  failedWorkers: string[];
+  /** Warning lines the workers printed on stderr (the library prints none today). */
+  warnings: string[];
+  problems: string[];
+  ok: boolean;
+}
+
+export interface AnalyzeInput {
+  spec: ScenarioSpec;
+  workers: WorkerResult[];
+  failed: Array<{ id: string; code: number | null; stderr: string }>;
+  faults: FaultEvent[];
+  startWall: number;
+  endWall: number;
+  counter: number;
+  writes: string[];
+  accepted: string[];
+  /** Warning lines the workers printed on stderr. */
+  warnings: string[];
+}
+
+const tag = (s: Section) => `${s.w}:${s.seq}`;
+
+/** A section whose holder lost the lease before it was done with it. */
+export function isLost(s: Section): boolean {
+  return s.lostAt !== undefined || s.released === false;
+}
+
+function spread(xs: number[]): { min: number; p50: number; max: number } | null {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  const r = (x: number) => Math.round(x * 10) / 10;
+  return { min: r(s[0]), p50: r(s[Math.floor((s.length - 1) / 2)]), max: r(s[s.length - 1]) };
+}
+
+export function analyze(input: AnalyzeInput): Analysis {
+  const { spec, workers } = input;
+  const problems: string[] = [];
+  const sections = workers.flatMap((w) => w.sections).sort((a, b) => a.start - b.start);
+  const byTag = new Map(sections.map((s) => [tag(s), s]));
+  const runtimeOf = new Map(workers.map((w) => [w.id, w.runtime]));
+
+  // --- overlapping critical sections, from the wall timestamps
+  let overlapsLive = 0;
+  let overlapsLost = 0;
+  for (let i = 0; i < sections.length; i++) {
+    const a = sections[i];
+    for (let j = i + 1; j < sections.length && sections[j].start < a.end; j++) {
+      const b = sections[j];
+      if (b.w === a.w) continue;
+      if (isLost(a) || isLost(b)) overlapsLost++;
+      else {
+        overlapsLive++;
+        if (overlapsLive <= 3) problems.push(`live overlap: ${JSON.stringify(a)} / ${JSON.stringify(b)}`);
+      }
+    }
+  }
+  const live = sections.filter((s) => !isLost(s));
+  let maxIdle = 0;
+  let busyUntil = input.startWall;
+  for (const s of sections) {
+    maxIdle = Math.max(maxIdle, s.start - busyUntil);
+    busyUntil = Math.max(busyUntil, s.end);
+  }
+  maxIdle = Math.max(maxIdle, input.endWall - busyUntil);
+  let minGap: number | null = null;
+  for (let i = 1; i < live.length; i++) {
+    const gap = live[i].start - live[i - 1].end;
+    if (minGap === null || gap < minGap) minGap = gap;
+  }
+
+  // --- lost counter updates. Each write sets counter = read + 1 and reports what it overwrote (old), so the
+  // final counter is (number of writes) − Σ (old − read): a section whose old ≠ read had other writes land
+  // between its read and its write. Those writers are the write-log entries between the two.
+  const written = sections.filter((s) => s.writeIdx !== undefined && s.read !== undefined);
+  const expected = input.writes.length;
+  if (written.length !== expected) {
+    problems.push(`write log has ${expected} entries but workers report ${written.length} writes`);
+  }
+  let drift = 0;
+  let driftLive = 0;
+  let lostUpdatesLive = 0;
+  for (const s of written) {
+    const d = s.old! - s.read!;
+    drift += d;
+    if (d === 0) continue;
+    const between = input.writes.slice(s.readLen!, s.writeIdx! - 1).map((t) => byTag.get(t));
+    if (between.some((b) => b === undefined)) problems.push(`write log entry of an unknown section near ${tag(s)}`);
+    if (isLost(s) || between.some((b) => b === undefined || isLost(b))) continue;
+    driftLive += d;
+    lostUpdatesLive += Math.abs(d);
+    if (lostUpdatesLive <= 3) {
+      problems.push(`lost update among live holders at ${tag(s)}: read ${s.read}, overwrote ${s.old}`);
+    }
+  }
+  const lostUpdates = expected - input.counter;
+  if (written.length === expected && drift !== lostUpdates) {
+    problems.push(`counter accounting mismatch: Σ(old − read) = ${drift}, expected − final = ${lostUpdates}`);
+  }
+
+  // --- fenced register: replay the accepted log in server order
+  let staleAccepted = 0;
+  let maxToken = 0;
+  for (const line of input.accepted) {
+    const token = Number(line.split(" ")[0]);
+    if (!(token > maxToken)) {
+      staleAccepted++;
+      problems.push(`stale fenced write accepted: ${line} after token ${maxToken}`);
+    }
+    maxToken = Math.max(maxToken, token);
+  }
+  const fencedAccepted = sections.filter((s) => s.fenced === 1).length;
+  const fencedRejected = sections.filter((s) => s.fenced === 0).length;
+  if (fencedAccepted !== input.accepted.length) {
+    problems.push(`register logged ${input.accepted.length} accepted writes, workers saw ${fencedAccepted}`);
+  }
+  const lateWritesRejected = sections.filter((s) => isLost(s) && s.fenced === 0).length;
+  const lateWritesAccepted = sections.filter((s) => isLost(s) && s.fenced === 1).length;
+  const rejectedLiveWrites = sections.filter((s) => !isLost(s) && s.fenced === 0).length;
+  if (rejectedLiveWrites > 0) problems.push(`${rejectedLiveWrites} fenced writes of live holders rejected`);
+
+  // --- fences: unique per grant, and increasing in grant order (= start order, for live sections)
+  let fenceViolations = 0;
+  const seen = new Set<number>();
+  for (const s of sections) {
+    if (seen.has(s.fence)) fenceViolations++;
+    seen.add(s.fence);
+  }
+  for (let i = 1; i < live.length; i++) if (!(live[i].fence > live[i - 1].fence)) fenceViolations++;
+  if (fenceViolations > 0) problems.push(`${fenceViolations} fence order violations`);
+
+  // --- errors and losses
+  const errors: Record<string, number> = {};
+  for (const w of workers) for (const [k, n] of Object.entries(w.errors)) errors[k] = (errors[k] ?? 0) + n;
+  const lostByWhy: Record<string, number> = {};
+  for (const s of sections) {
+    if (!isLost(s)) continue;
+    const k = s.why ?? "release-false";
+    lostByWhy[k] = (lostByWhy[k] ?? 0) + 1;
+  }
+  const perWorker: Record<string, number> = {};
+  for (const w of workers) perWorker[w.id] = w.sections.length;
+
+  // --- the workers that paused or blocked themselves
+  const leaseMs = spec.leaseMs ?? spec.watchdogMs ?? 300;
+  const victims: VictimReport[] = sections.filter((s) => s.fault).map((s) => {
+    const f = s.fault!;
+    const r: VictimReport = {
+      worker: s.w,
+      runtime: runtimeOf.get(s.w) ?? "?",
+      kind: f.kind,
+      tookMs: Math.round(f.tookMs),
+      leaseMs,
+      abortedAtResume: f.abortedAtResume,
+      remainingAtResume: Math.round(f.remainingAtResume),
+      abortedAfterYield: f.abortedAfterYield,
+      abortedAtWrite: s.abortedAtWrite,
+      why: f.why ?? s.why,
+      lateWrite: s.fenced === 0 ? "rejected" : s.fenced === 1 ? "accepted" : "not attempted",
+      released: s.releaseErr ?? s.released,
+      ok: false,
+    };
+    r.ok = f.tookMs > leaseMs && f.abortedAfterYield && s.abortedAtWrite === true && s.fenced === 0 && isLost(s);
+    if (!r.ok) problems.push(`victim not handled as expected: ${JSON.stringify(r)}`);
+    return r;
+  });
+  const expectedVictims = spec.victims?.length ?? 0;
+  if (victims.length !== expectedVictims) {
+    problems.push(`${expectedVictims} faults planned in workers, ${victims.length} applied`);
+  }
+
+  // --- eviction: who was holding when keys were evicted, and how they found out
+  let eviction: EvictionReport | undefined;
+  const pulses = input.faults.filter((f) => f.event === "eviction pulse" && Number(f.evicted) > 0);
+  if (input.faults.some((f) => f.event === "eviction pulse")) {
+    const latency: number[] = [];
+    const next: number[] = [];
+    const whys: Record<string, number> = {};
+    let hit = 0, bySignal = 0, atRelease = 0, undetected = 0;
+    for (const p of pulses) {
+      const from = Number(p.from), to = Number(p.to);
+      for (const s of sections) {
+        if (!(s.start < from && s.end > to)) continue;
+        hit++;
+        if (s.lostAt !== undefined) {
+          bySignal++;
+          latency.push(s.lostAt - from);
+          whys[s.why!] = (whys[s.why!] ?? 0) + 1;
+        } else if (s.released === false) atRelease++;
+        else undetected++;
+        const after = sections.find((o) => o.w !== s.w && o.start > from);
+        if (after) next.push(after.start - from);
+      }
+    }
+    eviction = {
+      pulses: input.faults.filter((f) => f.event === "eviction pulse").length,
+      evictedKeys: pulses.reduce((n, p) => n + Number(p.evicted), 0),
+      holdersHit: hit,
+      detectedBySignal: bySignal,
+      detectedAtRelease: atRelease,
+      undetected,
+      whys,
+      latencyMs: spread(latency),
+      nextHolderMs: spread(next),
+    };
+  }
+
+  const faultEvents: Record<string, number> = {};
+  for (const f of input.faults) faultEvents[f.event] = (faultEvents[f.event] ?? 0) + 1;
+  for (const f of input.failed) {
+    problems.push(`worker ${f.id} produced no result (exit ${f.code}): ${f.stderr.slice(-500)}`);
+  }
+  if (sections.length === 0) problems.push("no critical sections at all");
+  const durationMs = input.endWall - input.startWall;
+  const ok = overlapsLive === 0 && staleAccepted === 0 && lostUpdatesLive === 0 && rejectedLiveWrites === 0 &&
+    fenceViolations === 0 && problems.length === 0;
+  void driftLive;
+  return {
+    scenario: spec.name,
+    fault: spec.fault,
+    workers: summarizeRuntimes(workers.map((w) => w.runtime).concat(input.failed.map((f) => `${f.id}(failed)`))),
+    durationMs,
+    acquisitions: sections.length,
+    acqPerSec: Math.round(sections.length / (durationMs / 1000)),
+    perWorker,
+    lostSections: sections.filter(isLost).length,
+    lostByWhy,
+    overlapsLive,
+    overlapsLost,
+    minHandoffGapMs: minGap === null ? null : Math.round(minGap * 1000) / 1000,
+    maxIdleMs: Math.round(maxIdle),
+    expectedIncrements: expected,
+    finalCounter: input.counter,
+    lostUpdates,
+    lostUpdatesLive,
+    lostUpdatesByLostHolders: lostUpdates - driftLive,
+    fencedAccepted,
+    fencedRejected,
+    staleAccepted,
+    lateWritesRejected,
+    lateWritesAccepted,
+    rejectedLiveWrites,
+    fenceViolations,
+    errors,
+    victims,
+    eviction,
+    faultEvents,
+    failedWorkers: input.failed.map((f) => f.id),
+    warnings: input.warnings.slice(0, 20),
+    problems,
+    ok,
+  };
+}
+
+function summarizeRuntimes(names: string[]): string {
+  const counts = new Map<string, number>();
+  for (const n of names) counts.set(n, (counts.get(n) ?? 0) + 1);
+  return [...counts].map(([n, c]) => `${c}×${n}`).join(" ");
+}

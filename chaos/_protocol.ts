@@ -1,0 +1,134 @@
+// What the chaos workers and the checker share: the configuration a worker gets, the record of each critical
+// section it ran, and the scripts of the protected "resource" (a separate redis-server).
+
+/** The Lua scripts run on the resource server (EVAL: they are tiny and that server is never faulted). */
+export const RESOURCE = {
+  /**
+   * The read half of the non-atomic read–sleep–write: the counter and how many writes the log holds so far.
+   * KEYS: counter, write log. Returns { counter, log length }.
+   */
+  read: `return { tonumber(redis.call('GET', KEYS[1]) or '0'), redis.call('LLEN', KEYS[2]) }`,
+  /**
+   * The write half: SET the counter to the value computed from the earlier read, returning what it overwrote,
+   * and append the writer's tag to the write log (so the checker can tell whose writes came in between).
+   * KEYS: counter, write log. ARGV: new value, writer tag. Returns { overwritten value, log length after }.
+   */
+  write: `local old = tonumber(redis.call('GET', KEYS[1]) or '0')
+redis.call('SET', KEYS[1], ARGV[1])
+return { old, redis.call('RPUSH', KEYS[2], ARGV[2]) }`,
+  /**
+   * The fenced register: accept a write only if its token is above the last accepted one, and log every
+   * accepted token with the server time.
+   * KEYS: register, accepted log. ARGV: token, writer tag. Returns 1 accepted, 0 rejected.
+   */
+  fenced: `if tonumber(ARGV[1]) > tonumber(redis.call('GET', KEYS[1]) or '0') then
+  redis.call('SET', KEYS[1], ARGV[1])
+  local t = redis.call('TIME')
+  redis.call('RPUSH', KEYS[2], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. t[1] .. string.format('%06d', tonumber(t[2])))
+  return 1
+end
+return 0`,
+} as const;
+
+/** Keys on the resource server for one scenario. */
+export function resourceKeys(prefix: string) {
+  return {
+    counter: `${prefix}:counter`,
+    writes: `${prefix}:writes`,
+    register: `${prefix}:register`,
+    accepted: `${prefix}:accepted`,
+  };
+}
+
+/** A fault the worker applies to itself inside one critical section. */
+export type WorkerFault =
+  /** Print `PAUSEME` and sleep `sleepMs`; the parent SIGSTOPs the process meanwhile and SIGCONTs it later. */
+  | { kind: "pause"; atMs: number; sleepMs: number }
+  /** Block the event loop synchronously for `blockMs`. */
+  | { kind: "block"; atMs: number; blockMs: number };
+
+export interface WorkerConfig {
+  /** Worker id, e.g. "bun-1". */
+  id: string;
+  lockUrl: string;
+  resUrl: string;
+  /** The lease name all workers contend for. */
+  name: string;
+  /** Resource key prefix (see resourceKeys). */
+  resPrefix: string;
+  /** Watchdog mode (watchdogMs) or a fixed lease (leaseMs). */
+  watchdogMs?: number;
+  leaseMs?: number;
+  waitMs: number;
+  /** The sleep between the read and the write inside the critical section, ms. */
+  csSleepMs: number;
+  /** Faults this worker applies to itself, at `atMs` after GO (first section that starts after that). */
+  faults?: WorkerFault[];
+}
+
+/** What the worker observed in a section where it applied a fault to itself. */
+export interface FaultRecord {
+  kind: "pause" | "block";
+  /** How long the sleep (pause) or block actually took, ms. */
+  tookMs: number;
+  /** lease.signal.aborted read first thing after the pause/block. */
+  abortedAtResume: boolean;
+  /** lease.remainingMs read at the same moment. */
+  remainingAtResume: number;
+  /** lease.signal.aborted after yielding to the event loop once (a setTimeout(0)). */
+  abortedAfterYield: boolean;
+  /** The LeaseLostError `why`, if it had aborted. */
+  why?: string;
+}
+
+/** One critical section (one held lease) as a worker recorded it. Times are wall ms (timeOrigin + now()). */
+export interface Section {
+  w: string;
+  seq: number;
+  fence: number;
+  start: number;
+  end: number;
+  /** Counter value and write-log length at the read. */
+  read?: number;
+  readLen?: number;
+  /** Counter value the write overwrote, and the write's 1-based position in the write log. */
+  old?: number;
+  writeIdx?: number;
+  /** Fenced write: 1 accepted, 0 rejected (absent if not attempted). */
+  fenced?: 0 | 1;
+  /** lease.signal.aborted just before the fenced write. */
+  abortedAtWrite?: boolean;
+  /** When the signal aborted with a LeaseLostError (wall ms) and why, if it did before the release. */
+  lostAt?: number;
+  why?: string;
+  /** release() result, or the class of the error it threw. */
+  released?: boolean;
+  releaseErr?: string;
+  /** Error class that ended the section early. */
+  err?: string;
+  fault?: FaultRecord;
+}
+
+export interface WorkerResult {
+  id: string;
+  runtime: string;
+  pid: number;
+  sections: Section[];
+  /** Errors by class: acquire failures, release failures, section failures, client 'error' events. */
+  errors: Record<string, number>;
+}
+
+/** A short, stable class name for an error: its name, plus the first word of a Redis error reply. */
+export function errorClass(e: unknown): string {
+  if (!(e instanceof Error)) return `non-error:${typeof e}`;
+  // node-redis error classes keep name "Error": prefer the constructor's name.
+  const ctor = e.constructor?.name;
+  const name = ctor && ctor !== "Error" ? ctor : e.name || "Error";
+  if (name === "LeaseLostError") return `LeaseLostError:${(e as { why?: string }).why}`;
+  // Redis error replies ("NOSCRIPT …", "OOM …", "LOADING …") and system errors (ECONNREFUSED): keep the code.
+  const sys = (e as { code?: unknown }).code;
+  const code = typeof sys === "string" ? sys : /^([A-Z]{3,}[A-Z_]*)\b/.exec(e.message)?.[1];
+  return code ? `${name}:${code}` : name;
+}
+
+export const wall = (): number => performance.timeOrigin + performance.now();

@@ -1,0 +1,334 @@
+// Runs one chaos scenario: a lock redis-server and a separate resource redis-server, worker processes on the
+// chosen runtimes contending for one lease name, a fault injector acting on the lock server (or on a worker
+// process) while they run, then the analysis of what the workers and the resource recorded.
+import { type ChildProcess, spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { type Analysis, analyze } from "./_analyze.ts";
+import { resourceKeys, wall, type WorkerConfig, type WorkerFault, type WorkerResult } from "./_protocol.ts";
+import { type Client, RedisProc } from "./_servers.ts";
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const WORKER = join(root, "chaos", "worker.ts");
+const bin = (name: string) => join(root, "node_modules", ".bin", name);
+
+export type Runtime = "node" | "bun" | "deno";
+
+export function commandFor(runtime: Runtime, file: string, args: string[]): [string, string[]] {
+  if (runtime === "bun") return [bin("bun"), [file, ...args]];
+  if (runtime === "deno") return [bin("deno"), ["run", "-A", file, ...args]];
+  return [process.execPath, ["--import", "tsx", file, ...args]];
+}
+
+/** Everything a fault injector may act on; it runs from GO until `until` (wall ms). */
+export interface FaultContext {
+  lock: RedisProc;
+  /** A connection to the lock server for the injector (not killed by CLIENT KILL: SKIPME yes). */
+  admin: Client;
+  startWall: number;
+  until: number;
+  /** Record one fault event (kept in the results). */
+  note(event: string, detail?: Record<string, unknown>): void;
+}
+
+export type Injector = (ctx: FaultContext) => Promise<void>;
+
+export interface Victim {
+  /** Index into `workers`. */
+  worker: number;
+  fault: WorkerFault;
+  /** For a "pause" fault: how long the parent keeps the process SIGSTOPped. */
+  stopMs?: number;
+}
+
+export interface ScenarioSpec {
+  name: string;
+  /** One line: what the fault is. */
+  fault: string;
+  workers: Runtime[];
+  durationMs: number;
+  watchdogMs?: number;
+  leaseMs?: number;
+  waitMs?: number;
+  csSleepMs?: number;
+  /** Extra redis-server arguments for the lock server. */
+  lockArgs?: string[];
+  victims?: Victim[];
+  inject?: Injector;
+}
+
+export interface FaultEvent {
+  at: number;
+  event: string;
+  [k: string]: unknown;
+}
+
+export interface ScenarioRun {
+  spec: ScenarioSpec;
+  workers: WorkerResult[];
+  /** Workers that failed (no RESULT): id and their stderr. */
+  failed: Array<{ id: string; code: number | null; stderr: string }>;
+  faults: FaultEvent[];
+  startWall: number;
+  endWall: number;
+  counter: number;
+  writes: string[];
+  accepted: string[];
+  /** The lock server's INFO commandstats calls (`cmdstat_<name>`) and errorstats counts (`errorstat_<code>`). */
+  lockStats: Record<string, number>;
+  analysis: Analysis;
+}
+
+interface Child {
+  id: string;
+  proc: ChildProcess;
+  ready: Promise<number>;
+  result: Promise<WorkerResult | undefined>;
+  stderr: () => string;
+  onPause?: (seq: number) => void;
+}
+
+function startWorker(runtime: Runtime, cfg: WorkerConfig): Child {
+  const [cmd, args] = commandFor(runtime, WORKER, [JSON.stringify(cfg)]);
+  const proc = spawn(cmd, args, { cwd: root, stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1" } });
+  let err = "";
+  proc.stderr!.on("data", (d) => (err = (err + d).slice(-20_000)));
+  const child: Child = { id: cfg.id, proc, stderr: () => err } as Child;
+  let onReady: (pid: number) => void;
+  let onResult: (r: WorkerResult | undefined) => void;
+  child.ready = new Promise((resolve) => (onReady = resolve));
+  child.result = new Promise((resolve) => (onResult = resolve));
+  const lines = createInterface({ input: proc.stdout! });
+  lines.on("line", (line) => {
+    if (line.startsWith("READY ")) onReady(Number(line.slice(6)));
+    else if (line.startsWith("PAUSEME ")) child.onPause?.(Number(line.slice(8)));
+    else if (line.startsWith("RESULT ")) onResult(JSON.parse(line.slice(7)) as WorkerResult);
+  });
+  proc.on("exit", () => {
+    onReady(-1);
+    // Let readline deliver the last lines first.
+    setTimeout(() => onResult(undefined), 50);
+  });
+  return child;
+}
+
+/** SIGKILL a worker we started, if it is still running (SIGCONT first, in case it is stopped). */
+function killHard(c: Child): void {
+  if (c.proc.exitCode !== null || c.proc.signalCode !== null) return;
+  c.proc.kill("SIGCONT");
+  c.proc.kill("SIGKILL");
+}
+
+let runs = 0;
+
+export async function runScenario(spec: ScenarioSpec, log: (line: string) => void = () => {}): Promise<ScenarioRun> {
+  const lock = await RedisProc.start(spec.lockArgs ?? []);
+  const resource = await RedisProc.start();
+  const children: Child[] = [];
+  const pids: number[] = [];
+  try {
+    const admin = await lock.client();
+    const res = await resource.client();
+    const name = `chaos-${spec.name}-${process.pid}-${++runs}`;
+    const resPrefix = `res:${name}`;
+    const counts: Partial<Record<Runtime, number>> = {};
+    spec.workers.forEach((rt, i) => {
+      const n = counts[rt] = (counts[rt] ?? -1) + 1;
+      const cfg: WorkerConfig = {
+        id: `${rt}-${n}`,
+        lockUrl: lock.url,
+        resUrl: resource.url,
+        name,
+        resPrefix,
+        watchdogMs: spec.leaseMs === undefined ? spec.watchdogMs ?? 300 : undefined,
+        leaseMs: spec.leaseMs,
+        waitMs: spec.waitMs ?? 5_000,
+        csSleepMs: spec.csSleepMs ?? 3,
+        faults: (spec.victims ?? []).filter((v) => v.worker === i).map((v) => v.fault),
+      };
+      children.push(startWorker(rt, cfg));
+    });
+    const readyBy = setTimeout(() => children.forEach((c) => killHard(c)), 60_000);
+    pids.push(...await Promise.all(children.map((c) => c.ready)));
+    clearTimeout(readyBy);
+    const notReady = children.filter((_, i) => pids[i] <= 0);
+    if (notReady.length > 0) {
+      throw new Error(
+        `workers did not start: ${notReady.map((c) => `${c.id}: ${c.stderr().slice(-2000)}`).join("\n")}`,
+      );
+    }
+
+    const faults: FaultEvent[] = [];
+    const note = (event: string, detail: Record<string, unknown> = {}) => {
+      faults.push({ at: wall(), event, ...detail });
+      log(`  [${spec.name}] ${event} ${Object.keys(detail).length ? JSON.stringify(detail) : ""}`);
+    };
+    // SIGSTOP / SIGCONT for pause victims, driven by their PAUSEME line.
+    const stops: Promise<void>[] = [];
+    for (const v of spec.victims ?? []) {
+      if (v.fault.kind !== "pause") continue;
+      const c = children[v.worker];
+      if (pids[v.worker] !== c.proc.pid) {
+        throw new Error(`${c.id} reports pid ${pids[v.worker]}, spawned ${c.proc.pid}`);
+      }
+      c.onPause = (seq) => {
+        c.proc.kill("SIGSTOP");
+        note("SIGSTOP", { worker: c.id, seq, stopMs: v.stopMs });
+        stops.push(
+          new Promise<void>((r) =>
+            setTimeout(() => {
+              if (c.proc.exitCode === null && c.proc.signalCode === null) {
+                c.proc.kill("SIGCONT");
+                note("SIGCONT", { worker: c.id, seq });
+              }
+              r();
+            }, v.stopMs ?? 1_000)
+          ),
+        );
+      };
+    }
+
+    const startWall = wall() + 50;
+    const endWall = startWall + spec.durationMs;
+    for (const c of children) c.proc.stdin!.write(`GO ${endWall}\n`);
+    const injected = spec.inject?.({ lock, admin, startWall, until: endWall, note }).catch((e) => {
+      note("injector failed", { error: String(e) });
+    });
+    const deadline = setTimeout(() => children.forEach((c) => killHard(c)), spec.durationMs + 45_000);
+    const results = await Promise.all(children.map((c) => c.result));
+    clearTimeout(deadline);
+    await injected;
+    await Promise.all(stops);
+
+    const keys = resourceKeys(resPrefix);
+    const counter = Number(await res.get(keys.counter) ?? 0);
+    const writes = await res.lRange(keys.writes, 0, -1);
+    const accepted = await res.lRange(keys.accepted, 0, -1);
+    const workers = results.filter((r): r is WorkerResult => r !== undefined);
+    const failed = children.flatMap((c, i) =>
+      results[i] ? [] : [{ id: c.id, code: c.proc.exitCode, stderr: c.stderr().slice(-4000) }]
+    );
+    // Anything a worker (or the library inside it) printed as a warning, e.g. about the eviction policy.
+    const warnings = children.flatMap((c) =>
+      c.stderr().split("\n").filter((l) => /warn|evict|maxmemory/i.test(l)).map((l) => `${c.id}: ${l.slice(0, 300)}`)
+    );
+    const analysis = analyze({
+      spec,
+      workers,
+      failed,
+      faults,
+      startWall,
+      endWall,
+      counter,
+      writes,
+      accepted,
+      warnings,
+    });
+    const lockStats: Record<string, number> = {};
+    try {
+      const info = await admin.sendCommand(["INFO", "all"]) as string;
+      for (const m of info.matchAll(/^(cmdstat_[^:]+):calls=(\d+)/gm)) lockStats[m[1]] = Number(m[2]);
+      for (const m of info.matchAll(/^(errorstat_[^:]+):count=(\d+)/gm)) lockStats[m[1]] = Number(m[2]);
+    } catch { /* the lock server is not answering: no stats */ }
+    return { spec, workers, failed, faults, startWall, endWall, counter, writes, accepted, lockStats, analysis };
+  } finally {
+    children.forEach((c) => killHard(c));
+    await lock.stop();
+    await resource.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fault injectors
+
+const sleepUntil = (t: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, t - wall())));
+
+/** Run `fn` every `everyMs` from `firstMs` after the start until the end. */
+export function every(
+  everyMs: number,
+  fn: (ctx: FaultContext, i: number) => Promise<void>,
+  firstMs = everyMs,
+): Injector {
+  return async (ctx) => {
+    for (let i = 0, t = ctx.startWall + firstMs; t < ctx.until - 100; i++, t += everyMs) {
+      await sleepUntil(t);
+      await fn(ctx, i);
+    }
+  };
+}
+
+/** Run `fn` once at each of `atMs` after the start. */
+export function at(atMs: number[], fn: (ctx: FaultContext, i: number) => Promise<void>): Injector {
+  return async (ctx) => {
+    for (const [i, ms] of atMs.entries()) {
+      await sleepUntil(ctx.startWall + ms);
+      await fn(ctx, i);
+    }
+  };
+}
+
+export const scriptFlush = (everyMs = 300): Injector =>
+  every(everyMs, async (ctx) => {
+    await ctx.admin.sendCommand(["SCRIPT", "FLUSH"]);
+    ctx.note("SCRIPT FLUSH");
+  });
+
+export const clientKill = (everyMs = 400): Injector =>
+  every(everyMs, async (ctx, i) => {
+    const type = i % 2 === 0 ? "normal" : "pubsub";
+    const killed = await ctx.admin.sendCommand(["CLIENT", "KILL", "TYPE", type, "SKIPME", "yes"]);
+    ctx.note("CLIENT KILL", { type, killed });
+  });
+
+export const restart = (atMs: number[], downMs = 150): Injector =>
+  at(atMs, async (ctx) => {
+    const t0 = wall();
+    await ctx.lock.restart(downMs);
+    ctx.note("redis restarted", { downMs: Math.round(wall() - t0) });
+  });
+
+export const clientPause = (atMs: number[], pauseMs = 800): Injector =>
+  at(atMs, async (ctx) => {
+    await ctx.admin.sendCommand(["CLIENT", "PAUSE", String(pauseMs), "ALL"]);
+    ctx.note("CLIENT PAUSE ALL", { pauseMs });
+  });
+
+export const debugSleep = (atMs: number[], sleepMs = 800): Injector =>
+  at(atMs, async (ctx) => {
+    const t0 = wall();
+    ctx.note("DEBUG SLEEP", { sleepMs });
+    await ctx.admin.sendCommand(["DEBUG", "SLEEP", String(sleepMs / 1000)]);
+    ctx.note("DEBUG SLEEP returned", { tookMs: Math.round(wall() - t0) });
+  });
+
+async function infoField(c: Client, section: string, field: string): Promise<number> {
+  const info = await c.sendCommand(["INFO", section]) as string;
+  return Number(new RegExp(`^${field}:(\\d+)`, "m").exec(info)?.[1] ?? NaN);
+}
+
+/**
+ * Memory pressure under `maxmemory-policy volatile-lru` (the lock server must be started with it): maxmemory
+ * is set a little above current use, and each pulse writes a large key without a TTL and deletes it again. The
+ * command after the write finds memory over the limit and evicts volatile keys; the lease keys (which always
+ * have a TTL) are the only volatile keys there, so all of them go.
+ */
+export const evictionPulses = (everyMs = 600, headroomBytes = 2 << 20): Injector => async (ctx) => {
+  const used = await infoField(ctx.admin, "memory", "used_memory");
+  await ctx.admin.sendCommand(["CONFIG", "SET", "maxmemory", String(used + headroomBytes)]);
+  ctx.note("maxmemory set", { maxmemory: used + headroomBytes, policy: "volatile-lru" });
+  await every(everyMs, async (c) => {
+    const before = await infoField(c.admin, "stats", "evicted_keys");
+    const t0 = wall();
+    // SETRANGE allocates the big value from a tiny command (a big SET would sit in the query buffer and count
+    // against maxmemory itself). Both go out in one write, so Redis runs them back to back: the DEL finds
+    // memory over the limit and evicts the volatile keys first (DEL itself is allowed under OOM).
+    await Promise.all([
+      c.admin.setRange("chaos:filler", 2 * headroomBytes, "x"),
+      c.admin.del("chaos:filler"),
+    ]);
+    const t1 = wall();
+    const after = await infoField(c.admin, "stats", "evicted_keys");
+    c.note("eviction pulse", { from: t0, to: t1, evicted: after - before });
+  }, 500)(ctx);
+};

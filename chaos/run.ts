@@ -1,0 +1,152 @@
+/**
+ * Mutual-exclusion checker under faults: `npm run chaos` (= `node --import tsx chaos/run.ts`).
+ *
+ * Each scenario (chaos/scenarios.ts) starts a lock redis-server and a separate resource redis-server, runs worker
+ * processes on Node, Bun and Deno (chaos/worker.ts) that contend for one lease name for a few seconds while one
+ * kind of fault is applied, and checks what they recorded (chaos/_analyze.ts). It prints one markdown row per
+ * scenario and writes chaos/results/chaos.md and chaos/results/chaos.json.
+ *
+ *   npm run chaos                              all scenarios, 2 workers per runtime
+ *   npm run chaos -- --only sigstop,client-kill
+ *   npm run chaos -- --runtimes node,bun,deno  one worker per listed entry
+ *   npm run chaos -- --soak [--cycles 200000]  the soak instead (chaos/soak.ts, run with --expose-gc)
+ *
+ * Exits non-zero if any scenario shows an overlap, a lost update or a rejected write among live holders, a stale
+ * fenced write accepted, a fence out of order, or a paused/blocked holder whose late write was not rejected.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Analysis } from "./_analyze.ts";
+import { root, runScenario, type Runtime } from "./_scenario.ts";
+import { ALL_RUNTIMES, scenarios } from "./scenarios.ts";
+
+const argv = process.argv.slice(2);
+const opt = (name: string) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+
+if (argv.includes("--soak")) {
+  const rest = argv.filter((a) => a !== "--soak");
+  const r = spawnSync(process.execPath, ["--expose-gc", "--import", "tsx", join(root, "chaos", "soak.ts"), ...rest], {
+    cwd: root,
+    stdio: "inherit",
+  });
+  process.exit(r.status ?? 1);
+}
+
+const runtimes = (opt("--runtimes")?.split(",") as Runtime[] | undefined) ?? ALL_RUNTIMES;
+const only = opt("--only")?.split(",");
+const selected = scenarios(runtimes).filter((s) => !only || only.includes(s.name));
+if (selected.length === 0) {
+  console.error(`no scenario matches --only ${only}; known: ${scenarios(runtimes).map((s) => s.name).join(", ")}`);
+  process.exit(2);
+}
+
+const fmt = (o: Record<string, number>) =>
+  Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(", ") || "—";
+
+const analyses: Analysis[] = [];
+const raw: unknown[] = [];
+for (const spec of selected) {
+  console.log(`\n=== ${spec.name}: ${spec.fault} (${spec.workers.join(", ")}; ${spec.durationMs} ms)`);
+  const run = await runScenario(spec, (l) => console.log(l));
+  const a = run.analysis;
+  analyses.push(a);
+  raw.push({ analysis: a, faults: run.faults, failed: run.failed });
+  console.log(
+    `  ${a.ok ? "ok" : "FAIL"}: ${a.acquisitions} acquisitions (${a.acqPerSec}/s), overlaps live ${a.overlapsLive} / ` +
+      `lost holders ${a.overlapsLost}, lost updates live ${a.lostUpdatesLive} / lost holders ${a.lostUpdatesByLostHolders}, ` +
+      `stale fenced accepted ${a.staleAccepted}, late writes rejected ${a.lateWritesRejected}`,
+  );
+  for (const p of a.problems.slice(0, 10)) console.log(`  problem: ${p.slice(0, 600)}`);
+}
+
+const lines: string[] = [];
+lines.push(
+  `Chaos run ${new Date().toISOString()} — ${process.platform}, Node ${process.version}, 2 cores shared; ` +
+    `workers: ${runtimes.join(", ")}`,
+);
+lines.push("");
+lines.push(
+  "| scenario | fault | acq/s | longest idle | overlaps live / lost holders | lost updates live / lost holders | stale fenced accepted | late writes rejected / accepted | leases lost (why) | errors by class | verdict |",
+);
+lines.push("|---|---|---|---|---|---|---|---|---|---|---|");
+for (const a of analyses) {
+  lines.push(
+    `| ${a.scenario} | ${a.fault} | ${a.acqPerSec} (${a.acquisitions}) | ${a.maxIdleMs} ms | ${a.overlapsLive} / ${a.overlapsLost} | ` +
+      `${a.lostUpdatesLive} / ${a.lostUpdatesByLostHolders} (of ${a.expectedIncrements}) | ${a.staleAccepted} | ` +
+      `${a.lateWritesRejected} / ${a.lateWritesAccepted} | ${fmt(a.lostByWhy)} | ${fmt(a.errors)} | ${
+        a.ok ? "ok" : "**FAIL**"
+      } |`,
+  );
+}
+lines.push("");
+lines.push(
+  "acq/s: critical sections per second (total). Longest idle: the longest time nobody was inside a critical " +
+    "section. Lost holders: holders whose lease was lost before they were done (signal aborted with LeaseLostError, " +
+    "or release() returned false); their overlaps and lost counter updates are expected, and their late fenced " +
+    "writes must be rejected once a newer holder has written. Live: everyone else; every live column must be 0.",
+);
+const victims = analyses.flatMap((a) => a.victims.map((v) => ({ scenario: a.scenario, ...v })));
+if (victims.length > 0) {
+  lines.push("");
+  lines.push(
+    "Paused / blocked holders (`signal.aborted` read first thing after the pause, then after one `setTimeout(0)`, then before the late write):",
+  );
+  lines.push("");
+  lines.push(
+    "| scenario | worker | fault took (lease) | aborted at resume | remainingMs at resume | aborted after yield | aborted before late write | why | late fenced write | release() |",
+  );
+  lines.push("|---|---|---|---|---|---|---|---|---|---|");
+  for (const v of victims) {
+    lines.push(
+      `| ${v.scenario} | ${v.worker} | ${v.kind} ${v.tookMs} ms (${v.leaseMs} ms) | ${v.abortedAtResume} | ` +
+        `${v.remainingAtResume} | ${v.abortedAfterYield} | ${v.abortedAtWrite} | ${
+          v.why ?? "—"
+        } | ${v.lateWrite} | ${v.released} |`,
+    );
+  }
+}
+for (const a of analyses) {
+  if (!a.eviction) continue;
+  const e = a.eviction;
+  lines.push("");
+  lines.push(
+    `Eviction (${a.scenario}): ${e.pulses} pulses evicted ${e.evictedKeys} keys; ${e.holdersHit} holders were inside ` +
+      `their critical section when their key was evicted: ${e.detectedBySignal} learned it from lease.signal ` +
+      `(${fmt(e.whys)}; pulse → abort ${
+        JSON.stringify(e.latencyMs)
+      } ms), ${e.detectedAtRelease} only from release() = false, ` +
+      `${e.undetected} never. Another worker started its section ${
+        JSON.stringify(e.nextHolderMs)
+      } ms after the eviction. ` +
+      (a.warnings.length === 0
+        ? "Nothing was printed on any worker's stderr: redlease does not warn about the volatile-lru policy."
+        : `Warnings printed on stderr: ${groupWarnings(a.warnings)}`),
+  );
+}
+/** "worker: message" lines → each distinct message once, with the workers that printed it. */
+function groupWarnings(warnings: string[]): string {
+  const by = new Map<string, string[]>();
+  for (const w of warnings) {
+    const i = w.indexOf(": ");
+    const msg = w.slice(i + 2);
+    by.set(msg, [...(by.get(msg) ?? []), w.slice(0, i)]);
+  }
+  return [...by].map(([msg, ws]) => `"${msg}" (by ${ws.length} workers: ${ws.join(", ")})`).join("; ");
+}
+
+const table = lines.join("\n");
+console.log(`\n${table}`);
+
+const dir = join(root, "chaos", "results");
+mkdirSync(dir, { recursive: true });
+writeFileSync(join(dir, "chaos.md"), `${table}\n`);
+writeFileSync(
+  join(dir, "chaos.json"),
+  JSON.stringify({ at: new Date().toISOString(), runtimes, scenarios: raw }, null, 2),
+);
+console.log(`\nwrote chaos/results/chaos.md and chaos/results/chaos.json`);
+process.exit(analyses.every((a) => a.ok) ? 0 : 1);

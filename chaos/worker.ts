@@ -1,0 +1,171 @@
+/**
+ * A chaos worker: contends for one lease name and, inside each critical section, does a non-atomic
+ * read–sleep–write of a counter and a fenced write on a separate "resource" redis-server. Runs unchanged on
+ * Node (`node --import tsx`), Bun and Deno (`deno run -A`); started by chaos/_scenario.ts, not by hand.
+ *
+ *   <runtime> chaos/worker.ts '<WorkerConfig as JSON>'
+ *
+ * Protocol (lines on stdout / stdin):
+ *   → `READY <pid>`        connected and warmed up (scripts loaded)
+ *   ← `GO <endWall>`       loop until this wall time (performance.timeOrigin + performance.now(), ms)
+ *   → `PAUSEME <seq>`      a "pause" fault: inside section <seq>, now sleeping; the parent SIGSTOPs us
+ *   → `RESULT <json>`      the WorkerResult, then the process exits
+ *
+ * The worker is deliberately naive: it does not check `lease.signal` before writing, so that a holder whose
+ * lease was lost (SIGSTOP, a blocked event loop, a key removed under it) performs its late writes and the
+ * checker can see the fenced register reject them. It records what the signal said instead.
+ */
+import { createClient } from "redis";
+import { acquire, type AcquireOptions, type Lease, release } from "../mod.ts";
+import {
+  errorClass,
+  type FaultRecord,
+  RESOURCE,
+  resourceKeys,
+  type Section,
+  wall,
+  type WorkerConfig,
+  type WorkerFault,
+  type WorkerResult,
+} from "./_protocol.ts";
+
+const cfg = JSON.parse(process.argv[2] ?? "null") as WorkerConfig | null;
+if (!cfg || !cfg.lockUrl || !cfg.resUrl || !cfg.name) {
+  console.error("usage: worker.ts '<WorkerConfig JSON>' (see chaos/_protocol.ts)");
+  process.exit(2);
+}
+
+const g = globalThis as { Deno?: unknown; Bun?: unknown };
+const runtime = g.Deno ? "deno" : g.Bun ? "bun" : "node";
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const errors: Record<string, number> = {};
+const bump = (k: string) => void (errors[k] = (errors[k] ?? 0) + 1);
+
+function readGo(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    const onData = (chunk: Uint8Array | string) => {
+      buf += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
+      const nl = buf.indexOf("\n");
+      if (nl < 0) return;
+      process.stdin.off("data", onData);
+      process.stdin.pause();
+      const m = /^GO (\S+)$/.exec(buf.slice(0, nl).trim());
+      if (!m) return reject(new Error(`bad GO line: ${JSON.stringify(buf.slice(0, nl))}`));
+      resolve(Number(m[1]));
+    };
+    process.stdin.on("data", onData);
+    process.stdin.once("end", () => reject(new Error("stdin closed before GO")));
+  });
+}
+
+const lock = createClient({
+  url: cfg.lockUrl,
+  socket: { reconnectStrategy: (n: number) => Math.min(n * 20, 200), connectTimeout: 2_000 },
+});
+lock.on("error", (e: unknown) => bump(`client-event:${errorClass(e)}`));
+const res = createClient({ url: cfg.resUrl });
+res.on("error", (e: unknown) => bump(`resource-event:${errorClass(e)}`));
+await lock.connect();
+await res.connect();
+const keys = resourceKeys(cfg.resPrefix);
+const options: AcquireOptions = cfg.leaseMs !== undefined
+  ? { leaseMs: cfg.leaseMs, waitMs: cfg.waitMs }
+  : { watchdogMs: cfg.watchdogMs, waitMs: cfg.waitMs };
+
+// Warm-up: loads the library's scripts, so the timed phase sees only steady-state traffic.
+await release(await acquire(lock, `${cfg.name}:warm:${cfg.id}`, { waitMs: 0 }));
+await res.eval(RESOURCE.read, { keys: [keys.counter, keys.writes] });
+console.log(`READY ${process.pid}`);
+
+const endWall = await readGo();
+const goWall = wall();
+const faults: WorkerFault[] = [...(cfg.faults ?? [])].sort((a, b) => a.atMs - b.atMs);
+const sections: Section[] = [];
+
+/** What the lease's signal says right after a pause or block, then after one turn of the event loop. */
+async function observe(kind: FaultRecord["kind"], lease: Lease, t0: number): Promise<FaultRecord> {
+  const tookMs = performance.now() - t0;
+  const abortedAtResume = lease.signal.aborted;
+  const remainingAtResume = lease.remainingMs;
+  await new Promise<void>((r) => setTimeout(r, 0));
+  const reason = lease.signal.reason as { why?: string } | undefined;
+  return {
+    kind,
+    tookMs,
+    abortedAtResume,
+    remainingAtResume,
+    abortedAfterYield: lease.signal.aborted,
+    why: lease.signal.aborted ? reason?.why : undefined,
+  };
+}
+
+let seq = 0;
+while (wall() < endWall) {
+  let lease: Lease;
+  try {
+    lease = await acquire(lock, cfg.name, options);
+  } catch (e) {
+    bump(`acquire:${errorClass(e)}`);
+    await sleep(5);
+    continue;
+  }
+  const s: Section = { w: cfg.id, seq: seq++, fence: lease.fence, start: wall(), end: 0 };
+  const signal = lease.signal;
+  const onAbort = () => {
+    const r = signal.reason as { name?: string; why?: string } | undefined;
+    if (r?.name === "LeaseLostError") {
+      s.lostAt = wall();
+      s.why = r.why;
+    }
+  };
+  if (signal.aborted) onAbort();
+  else signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    const [v, len] = await res.eval(RESOURCE.read, { keys: [keys.counter, keys.writes] }) as [number, number];
+    s.read = v;
+    s.readLen = len;
+    const fault = faults.length > 0 && s.start - goWall >= faults[0].atMs ? faults.shift() : undefined;
+    if (fault?.kind === "pause") {
+      // t0 first: the parent may stop us as soon as the line is written, before the timer is even set.
+      const t0 = performance.now();
+      console.log(`PAUSEME ${s.seq}`);
+      await sleep(fault.sleepMs); // one timer: the parent stops the process while it is pending
+      s.fault = await observe("pause", lease, t0);
+    } else if (fault?.kind === "block") {
+      const t0 = performance.now();
+      while (performance.now() - t0 < fault.blockMs) { /* a synchronous event-loop block */ }
+      s.fault = await observe("block", lease, t0);
+    } else {
+      await sleep(cfg.csSleepMs);
+    }
+    const [old, idx] = await res.eval(RESOURCE.write, {
+      keys: [keys.counter, keys.writes],
+      arguments: [String(v + 1), `${cfg.id}:${s.seq}`],
+    }) as [number, number];
+    s.old = old;
+    s.writeIdx = idx;
+    s.abortedAtWrite = signal.aborted;
+    s.fenced = await res.eval(RESOURCE.fenced, {
+      keys: [keys.register, keys.accepted],
+      arguments: [String(lease.fence), `${cfg.id}:${s.seq}`],
+    }) as 0 | 1;
+  } catch (e) {
+    s.err = errorClass(e);
+    bump(`section:${s.err}`);
+  }
+  s.end = wall();
+  try {
+    s.released = await release(lease);
+  } catch (e) {
+    s.releaseErr = errorClass(e);
+    bump(`release:${s.releaseErr}`);
+  }
+  signal.removeEventListener("abort", onAbort);
+  sections.push(s);
+}
+
+const result: WorkerResult = { id: cfg.id, runtime, pid: process.pid, sections, errors };
+console.log(`RESULT ${JSON.stringify(result)}`);
+await Promise.race([Promise.allSettled([lock.quit(), res.quit()]), sleep(2_000)]);
+process.exit(0);

@@ -1,0 +1,65 @@
+/**
+ * Bundle size of each entry point: bundled alone with esbuild (minified, ESM, platform neutral, the Redis
+ * clients external), then gzipped at level 9. Prints a table and exits 1 if the core entry (mod.ts) is over
+ * its gzipped budget. Entries whose source does not exist yet are listed as missing (check_exports fails on
+ * those).
+ *
+ *   node --import tsx scripts/size.ts
+ */
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import { build } from "esbuild";
+import { entries, external } from "../tsup.config.ts";
+
+const CORE = "mod";
+const CORE_BUDGET_GZIP = 8192;
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+interface Row {
+  entry: string;
+  minified?: number;
+  gzipped?: number;
+}
+
+async function measure(src: string): Promise<{ minified: number; gzipped: number }> {
+  const result = await build({
+    entryPoints: [join(root, src)],
+    absWorkingDir: root,
+    bundle: true,
+    minify: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    external,
+    write: false,
+    logLevel: "error",
+  });
+  const code = result.outputFiles[0].contents;
+  return { minified: code.byteLength, gzipped: gzipSync(code, { level: 9 }).byteLength };
+}
+
+const rows: Row[] = [];
+for (const src of Object.values(entries)) {
+  rows.push(existsSync(join(root, src)) ? { entry: src, ...await measure(src) } : { entry: src });
+}
+
+const header = ["entry", "minified bytes", "gzipped bytes"];
+const cells = rows.map((r) => [r.entry, r.minified?.toString() ?? "missing", r.gzipped?.toString() ?? "missing"]);
+const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+const line = (c: string[]) => c.map((v, i) => i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i])).join("  ");
+console.log(line(header));
+for (const c of cells) console.log(line(c));
+
+const core = rows.find((r) => r.entry === entries[CORE])!;
+if (core.gzipped === undefined) {
+  console.error(`size budget: ${core.entry} does not exist`);
+  process.exit(1);
+}
+if (core.gzipped > CORE_BUDGET_GZIP) {
+  console.error(`size budget exceeded: ${core.entry} is ${core.gzipped} bytes gzipped, budget ${CORE_BUDGET_GZIP}`);
+  process.exit(1);
+}
+console.log(`size budget ok: ${core.entry} is ${core.gzipped} of ${CORE_BUDGET_GZIP} bytes gzipped`);

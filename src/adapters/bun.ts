@@ -1,0 +1,130 @@
+/**
+ * Adapter for Bun's built-in Redis client (`new Bun.RedisClient(url)`, or the default `redis` export of `"bun"`).
+ * Commands go through `client.send()`; waiters are woken by pub/sub on one extra connection made with
+ * `client.duplicate()` when the first waiter subscribes and closed when the last one leaves (an open subscriber
+ * connection keeps a Bun process alive). The `replicas` option works (`WAIT` on `client`'s connection).
+ *
+ * @example
+ * ```ts
+ * import { RedisClient } from "bun";
+ * import { withLock } from "redlease";
+ * import { bunRedis } from "redlease/bun";
+ *
+ * const redis = bunRedis(new RedisClient("redis://localhost:6379"));
+ * await withLock(redis, "invoice:42", async (signal, lease) => {
+ *   await chargeCustomer({ fence: lease.fence, signal });
+ * });
+ * ```
+ *
+ * @module
+ */
+import type { Driver } from "../driver.ts";
+
+type Listener = (message: string) => void;
+
+/** What this adapter uses of a Bun `RedisClient`. */
+export interface BunRedisClient {
+  /** Send any command; integer replies resolve to numbers, Redis errors reject with Redis's message. */
+  send(command: string, args: string[]): Promise<unknown>;
+  /** A new connected client with the same options: the waiters' subscriber connection. */
+  duplicate(): Promise<BunRedisClient>;
+  /** `SUBSCRIBE` a channel (on the subscriber connection). */
+  subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>;
+  /** `UNSUBSCRIBE` a channel, dropping its listeners. */
+  unsubscribe(channel: string): Promise<unknown>;
+  /** Close the connection. */
+  close(): void;
+}
+
+const drivers = new WeakMap<object, Driver>();
+
+/**
+ * Wrap a Bun `RedisClient` as a {@linkcode Driver}.
+ *
+ * Call it once per client and pass the driver to every redlease call: the same client always yields the same
+ * driver, so its waiters share one subscriber connection. Bun already returns integer replies as numbers and
+ * rejects with Redis's own error message (`NOSCRIPT …`, `WRONGTYPE …`), so replies are passed through as they are.
+ *
+ * @param client A Bun `RedisClient` (it connects on its first command).
+ * @returns A driver for `client`; the same one on every call with the same client.
+ * @throws {TypeError} when `client` is not a Bun `RedisClient`.
+ *
+ * @example
+ * ```ts
+ * import { redis } from "bun"; // the client configured by REDIS_URL
+ * import { acquire, release } from "redlease";
+ * import { bunRedis } from "redlease/bun";
+ *
+ * const lease = await acquire(bunRedis(redis), "cron:cleanup", { waitMs: 0, leaseMs: 2_000 });
+ * await release(lease);
+ * ```
+ */
+export function bunRedis(client: BunRedisClient): Driver {
+  const c = client as unknown as Record<string, unknown>;
+  if (
+    typeof client !== "object" || client === null || typeof c.send !== "function" ||
+    typeof c.duplicate !== "function" || typeof c.subscribe !== "function" || typeof c.sendCommand === "function"
+  ) {
+    throw new TypeError("Cannot wrap client as 'client' must be a Bun RedisClient: current value is not one");
+  }
+  let driver = drivers.get(client);
+  if (!driver) drivers.set(client, driver = makeDriver(client));
+  return driver;
+}
+
+function makeDriver(client: BunRedisClient): Driver {
+  const channels = new Map<string, { listeners: Set<Listener>; ready: Promise<unknown> }>();
+  let sub: Promise<BunRedisClient> | undefined;
+  const subscriber = () =>
+    sub ??= client.duplicate().catch((e) => {
+      sub = undefined;
+      throw e;
+    });
+  return {
+    evalScript: (sha, keys, args) => client.send("EVALSHA", [sha, String(keys.length), ...keys, ...args]),
+    loadScript: async (source) => String(await client.send("SCRIPT", ["LOAD", source])),
+    command: (_key, [cmd, ...rest]) => client.send(cmd, rest),
+    subscribe: async (ch, l) => {
+      let entry = channels.get(ch);
+      if (!entry) {
+        const created = {
+          listeners: new Set<Listener>(),
+          ready: subscriber().then((conn) =>
+            conn.subscribe(ch, (message) => {
+              for (const listener of [...created.listeners]) listener(message);
+            })
+          ),
+        };
+        channels.set(ch, entry = created);
+        created.ready.catch(() => {
+          if (channels.get(ch) === created) channels.delete(ch);
+        });
+      }
+      entry.listeners.add(l);
+      await entry.ready;
+    },
+    unsubscribe: async (ch, l) => {
+      const entry = channels.get(ch);
+      if (!entry || !entry.listeners.delete(l) || entry.listeners.size > 0) return;
+      channels.delete(ch);
+      const current = sub;
+      try {
+        await entry.ready;
+      } catch {
+        return; // never subscribed
+      }
+      if (!current) return;
+      const conn = await current;
+      if (channels.has(ch)) return; // subscribed again meanwhile, on this same connection
+      // The last channel gone: close the subscriber (it would keep the process alive); the next wait opens one.
+      if (channels.size === 0 && sub === current) {
+        sub = undefined;
+        conn.close();
+      } else {
+        await conn.unsubscribe(ch);
+      }
+    },
+  };
+}
+
+export type { Driver } from "../driver.ts";

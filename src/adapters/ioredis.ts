@@ -1,0 +1,296 @@
+/**
+ * Adapter for [ioredis](https://github.com/redis/ioredis) 5 clients: standalone and Sentinel-backed
+ * (`new Redis({ sentinels, name })`, the same API) and Redis Cluster (`new Redis.Cluster(...)`). ioredis is not
+ * imported: the client is recognised by shape, so redlease keeps no runtime dependency on it.
+ *
+ * - Standalone / Sentinel: waiters share one extra connection (`client.duplicate()`, created on the first wait)
+ *   that is closed when `client` emits `end`. The `replicas` option works (`WAIT` on `client`'s connection).
+ * - Cluster: scripts are loaded on every master. Waiters are woken by sharded pub/sub only when the cluster was
+ *   created with `shardedSubscribers: true` (ioredis routes `SSUBSCRIBE` per shard only then); otherwise they
+ *   poll with jittered backoff bounded by the holder's TTL. `replicas` sends `WAIT` to the master that serves the
+ *   lease's slot, on the connection that wrote it.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from "ioredis";
+ * import { withLock } from "redlease";
+ * import { ioredis } from "redlease/ioredis";
+ *
+ * const redis = ioredis(new Redis("redis://localhost:6379"));
+ * await withLock(redis, "invoice:42", async (signal, lease) => {
+ *   await chargeCustomer({ fence: lease.fence, signal });
+ * });
+ * ```
+ *
+ * @module
+ */
+import type { Driver } from "../driver.ts";
+
+type Listener = (message: string) => void;
+
+/** An event listener, as ioredis's `EventEmitter` methods take it. */
+// deno-lint-ignore no-explicit-any
+export type IORedisListener = (...args: any[]) => void;
+
+/** What this adapter uses of an ioredis 5 `Redis` client (standalone or Sentinel-backed). */
+export interface IORedisClient {
+  /** `EVALSHA sha numkeys ...keys ...args`. */
+  evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** `SCRIPT LOAD source`. */
+  script(subcommand: "LOAD", source: string): Promise<unknown>;
+  /** Any command (here `WAIT` and `INFO`). */
+  call(command: string, ...args: string[]): Promise<unknown>;
+  /** A new client with the same options: the waiters' subscriber connection. */
+  duplicate(): IORedisClient;
+  /** `SUBSCRIBE` (on the subscriber connection). */
+  subscribe(...channels: string[]): Promise<unknown>;
+  /** `UNSUBSCRIBE` (on the subscriber connection). */
+  unsubscribe(...channels: string[]): Promise<unknown>;
+  /** Connect a `lazyConnect` client. */
+  connect(): Promise<void>;
+  /** Close the connection at once. */
+  disconnect(): void;
+  /** Listen to `message`, `error`. */
+  on(event: string, listener: IORedisListener): unknown;
+  /** Listen once to `end`. */
+  once(event: string, listener: IORedisListener): unknown;
+  /** `wait` (lazyConnect, not connected yet), `connecting`, `ready`, `end`, … */
+  readonly status: string;
+  /** The client's options; `keyPrefix` is honoured. */
+  readonly options: { readonly keyPrefix?: unknown };
+}
+
+/** What this adapter uses of an ioredis 5 `Cluster` client. */
+export interface IORedisCluster {
+  /** `true` for a Cluster. */
+  readonly isCluster: boolean;
+  /** `EVALSHA`, routed by its first key. */
+  evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** `SCRIPT LOAD` on some node (used only before the slot map is known). */
+  script(subcommand: "LOAD", source: string): Promise<unknown>;
+  /** `SSUBSCRIBE`, routed to the shard of the channel (with `shardedSubscribers: true`). */
+  ssubscribe(...channels: string[]): Promise<unknown>;
+  /** `SUNSUBSCRIBE`. */
+  sunsubscribe(...channels: string[]): Promise<unknown>;
+  /** The connections to the masters. */
+  nodes(role: "master"): Array<Pick<IORedisClient, "script" | "call" | "options">>;
+  /** Listen to `smessage`. */
+  on(event: string, listener: IORedisListener): unknown;
+  /** slot → node keys ("host:port"), master first. */
+  readonly slots: ReadonlyArray<ReadonlyArray<string> | undefined>;
+  /** The cluster's options; `keyPrefix` and `shardedSubscribers` are honoured. */
+  readonly options: { readonly keyPrefix?: unknown; readonly shardedSubscribers?: boolean };
+}
+
+const drivers = new WeakMap<object, Driver>();
+
+function has(c: unknown, ...names: string[]): boolean {
+  return typeof c === "object" && c !== null &&
+    names.every((n) => typeof (c as Record<string, unknown>)[n] === "function");
+}
+
+/**
+ * Wrap a connected ioredis 5 client (standalone, Sentinel-backed or Cluster) as a {@linkcode Driver}.
+ *
+ * Call it once per client and pass the driver to every redlease call: the same client always yields the same
+ * driver, so its waiters share one subscriber connection.
+ *
+ * Replies keep ioredis's types (integers are numbers) and Redis errors keep their message (`NOSCRIPT …`,
+ * `WRONGTYPE …`), which is what redlease relies on. A `keyPrefix` configured on the client is honoured: keys
+ * and waiter channels both carry it.
+ *
+ * @param client An ioredis `Redis` (standalone or `{ sentinels, name }`) or `Cluster` instance.
+ * @returns A driver for `client`; the same one on every call with the same client.
+ * @throws {TypeError} when `client` is not an ioredis client.
+ *
+ * @example Standalone or Sentinel
+ * ```ts
+ * import { Redis } from "ioredis";
+ * import { acquire, release } from "redlease";
+ * import { ioredis } from "redlease/ioredis";
+ *
+ * const redis = ioredis(new Redis({ sentinels: [{ host: "10.0.0.5", port: 26379 }], name: "mymaster" }));
+ * const lease = await acquire(redis, "reports:daily", { replicas: 1 });
+ * await release(lease);
+ * ```
+ *
+ * @example Cluster, with sharded pub/sub so that waiters are woken instead of polling
+ * ```ts
+ * import { Cluster } from "ioredis";
+ * import { acquire } from "redlease";
+ * import { ioredis } from "redlease/ioredis";
+ *
+ * const cluster = new Cluster([{ host: "10.0.0.1", port: 7000 }], { shardedSubscribers: true });
+ * const lease = await acquire(ioredis(cluster), "orders:42", { waitMs: 5_000 });
+ * ```
+ */
+export function ioredis(client: IORedisClient | IORedisCluster): Driver {
+  if (!has(client, "evalsha", "script", "on") || !(has(client, "duplicate", "call") || has(client, "nodes"))) {
+    throw new TypeError("Cannot wrap client as 'client' must be an ioredis client: current value is not one");
+  }
+  let driver = drivers.get(client);
+  if (!driver) {
+    driver = (client as IORedisCluster).isCluster === true
+      ? clusterDriver(client as IORedisCluster)
+      : standaloneDriver(client as IORedisClient);
+    drivers.set(client, driver);
+  }
+  return driver;
+}
+
+function keyPrefixOf(c: { readonly options?: { readonly keyPrefix?: unknown } }): string {
+  const p = c.options?.keyPrefix;
+  return typeof p === "string" ? p : "";
+}
+
+/** Per-channel listener sets over one connection: the first listener subscribes, the last one unsubscribes. */
+class Channels {
+  readonly #map = new Map<string, { listeners: Set<Listener>; ready: Promise<unknown> }>();
+
+  /** Deliver a message to the listeners of `channel` (its full name, with any key prefix). */
+  readonly dispatch = (channel: string, message: string): void => {
+    const entry = this.#map.get(channel);
+    if (entry) { for (const l of [...entry.listeners]) l(message); }
+  };
+
+  async add(channel: string, listener: Listener, subscribe: () => Promise<unknown>): Promise<void> {
+    let entry = this.#map.get(channel);
+    if (!entry) {
+      const created = { listeners: new Set<Listener>(), ready: subscribe() };
+      this.#map.set(channel, entry = created);
+      created.ready.catch(() => {
+        if (this.#map.get(channel) === created) this.#map.delete(channel);
+      });
+    }
+    entry.listeners.add(listener);
+    await entry.ready;
+  }
+
+  async remove(channel: string, listener: Listener, unsubscribe: () => Promise<unknown>): Promise<void> {
+    const entry = this.#map.get(channel);
+    if (!entry || !entry.listeners.delete(listener) || entry.listeners.size > 0) return;
+    this.#map.delete(channel);
+    await entry.ready.then(unsubscribe, () => {});
+  }
+
+  clear(): void {
+    this.#map.clear();
+  }
+}
+
+const evalArgs = (keys: readonly string[], args: readonly string[]) => [...keys, ...args];
+
+function standaloneDriver(client: IORedisClient): Driver {
+  const prefix = keyPrefixOf(client);
+  const channels = new Channels();
+  let sub: IORedisClient | undefined;
+  let connecting: Promise<void> | undefined;
+  // One subscriber connection for all channels, created synchronously so that SUBSCRIBE and UNSUBSCRIBE go out
+  // in call order, and closed together with the caller's client so that closing it lets the process exit.
+  const subscriber = (): { conn: IORedisClient; ready: Promise<void> } => {
+    if (!sub) {
+      const conn = sub = client.duplicate();
+      // Socket errors while reconnecting land here; ioredis resubscribes, waiters fall back to bounded sleeps.
+      conn.on("error", () => {});
+      conn.on("message", channels.dispatch);
+      // A lazyConnect duplicate must be connected; otherwise ioredis queues SUBSCRIBE until it is connected, and
+      // fails it after `maxRetriesPerRequest` reconnection attempts (or at once without the offline queue).
+      // If connecting fails, the next waiter starts over with a new connection.
+      connecting = conn.status === "wait"
+        ? conn.connect().catch((e: unknown) => {
+          if (sub === conn) {
+            sub = undefined;
+            channels.clear();
+            conn.disconnect();
+          }
+          throw e;
+        })
+        : Promise.resolve();
+      client.once("end", () => {
+        if (sub !== conn) return;
+        sub = undefined;
+        channels.clear();
+        conn.disconnect();
+      });
+    }
+    return { conn: sub, ready: connecting! };
+  };
+  return {
+    evalScript: (sha, keys, args) => client.evalsha(sha, keys.length, ...evalArgs(keys, args)),
+    loadScript: async (source) => String(await client.script("LOAD", source)),
+    command: (_key, [cmd, ...rest]) => client.call(cmd, ...rest),
+    // ioredis prefixes keys but not SUBSCRIBE channels; scripts publish on channels built from prefixed keys.
+    subscribe: (ch, l) => {
+      const { conn, ready } = subscriber();
+      return channels.add(prefix + ch, l, () => ready.then(() => conn.subscribe(prefix + ch)));
+    },
+    unsubscribe: (ch, l) => {
+      const conn = sub;
+      return conn ? channels.remove(prefix + ch, l, () => conn.unsubscribe(prefix + ch)) : Promise.resolve();
+    },
+  };
+}
+
+function clusterDriver(cluster: IORedisCluster): Driver {
+  const prefix = keyPrefixOf(cluster);
+  const driver: Driver = {
+    // Scripts call SPUBLISH: slot-local, instead of PUBLISH, which the cluster bus copies to every node.
+    sharded: true,
+    // ioredis routes EVALSHA by its first key and follows MOVED/ASK.
+    evalScript: (sha, keys, args) => cluster.evalsha(sha, keys.length, ...evalArgs(keys, args)),
+    // Every master: a slot may move (MOVED/ASK) to a master that has never seen the script. Before the slot map
+    // is known there are no nodes yet; load through the cluster then (NOSCRIPT later loads everywhere).
+    loadScript: async (source) => {
+      const masters = cluster.nodes("master");
+      if (masters.length === 0) return String(await cluster.script("LOAD", source));
+      const shas = await Promise.all(masters.map((m) => m.script("LOAD", source)));
+      return String(shas[0]);
+    },
+    // WAIT counts the replicas that acknowledged the writes of *this connection*: send it to the connection of
+    // the master that serves the key's slot, the one EVALSHA used.
+    command: (key, [cmd, ...rest]) => {
+      const nodeKey = cluster.slots[slotOf(prefix + key)]?.[0];
+      const master = nodeKey === undefined ? undefined : cluster.nodes("master").find((n) => {
+        const o = n.options as { host?: string; port?: number };
+        return `${o.host}:${o.port}` === nodeKey;
+      });
+      if (!master) return Promise.reject(new Error(`No master known for the slot of '${key}' (cluster not ready?)`));
+      return master.call(cmd, ...rest);
+    },
+  };
+  // Without shardedSubscribers, ioredis sends SSUBSCRIBE to one arbitrary node, which answers MOVED for slots it
+  // does not serve: waiters poll instead (the core does that when `subscribe` is missing).
+  if (cluster.options?.shardedSubscribers === true && has(cluster, "ssubscribe", "sunsubscribe")) {
+    const channels = new Channels();
+    let listening = false;
+    // SSUBSCRIBE channels are keys to ioredis: it adds the key prefix itself, and reports it in 'smessage'.
+    driver.subscribe = (ch, l) => {
+      if (!listening) {
+        listening = true;
+        cluster.on("smessage", channels.dispatch);
+      }
+      return channels.add(prefix + ch, l, () => cluster.ssubscribe(ch));
+    };
+    driver.unsubscribe = (ch, l) => channels.remove(prefix + ch, l, () => cluster.sunsubscribe(ch));
+  }
+  return driver;
+}
+
+const encoder = new TextEncoder();
+
+/** The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key, mod 16384. */
+function slotOf(key: string): number {
+  const open = key.indexOf("{");
+  if (open >= 0) {
+    const close = key.indexOf("}", open + 1);
+    if (close > open + 1) key = key.slice(open + 1, close);
+  }
+  let crc = 0;
+  for (const byte of encoder.encode(key)) {
+    crc ^= byte << 8;
+    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc & 16383;
+}
+
+export type { Driver } from "../driver.ts";
