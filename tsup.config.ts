@@ -22,7 +22,7 @@ export default defineConfig(() => {
   // until every listed source exists, so a dangling export does not go unnoticed.
   const missing = Object.values(entries).filter((src) => !existsSync(src));
   if (missing.length > 0) console.warn(`tsup.config.ts: skipping missing entries: ${missing.join(", ")}`);
-  return {
+  return [{
     entry: Object.fromEntries(Object.entries(entries).filter(([, src]) => existsSync(src))),
     // `.js` (ESM) and `.cjs` (CommonJS), with `.d.ts` / `.d.cts` beside them ("type": "module").
     format: ["esm", "cjs"],
@@ -35,5 +35,17 @@ export default defineConfig(() => {
     platform: "neutral",
     external,
     sourcemap: true,
-  };
+  }, {
+    // The command line (package.json "bin"): one ESM file for Node with its own copy of the library; the
+    // shebang of cli/redlease.ts is kept and tsup makes the file executable. Not an export subpath.
+    entry: { cli: "cli/redlease.ts" },
+    format: ["esm"],
+    platform: "node",
+    target: "node20",
+    external: ["redis"],
+    dts: false,
+    splitting: false,
+    clean: false, // the library build cleans dist/
+    sourcemap: true,
+  }];
 });

@@ -1,0 +1,88 @@
+// The Redis connection of the CLI: URL from --url or REDIS_URL, node-redis loaded on demand, fail-fast connect.
+import process from "node:process";
+import type { createClient } from "redis";
+import { CliError, describeError, EXIT, usage } from "./_common.ts";
+
+export type RedisClient = ReturnType<typeof createClient>;
+
+export const DEFAULT_URL = "redis://localhost:6379";
+
+/** The Redis URL to use: --url, else $REDIS_URL, else localhost. Checked here so a typo is a usage error. */
+export function resolveUrl(command: string, flagValue: string | undefined): string {
+  const fromEnv = process.env.REDIS_URL;
+  const url = flagValue ?? (fromEnv !== undefined && fromEnv !== "" ? fromEnv : DEFAULT_URL);
+  const source = flagValue !== undefined ? "--url" : fromEnv ? "REDIS_URL" : "default URL";
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw usage(command, `bad ${source} '${url}': expected redis://[user:password@]host[:port][/db]`);
+  }
+  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
+    throw usage(command, `bad ${source} '${redact(url)}': the scheme must be redis:// or rediss://`);
+  }
+  if (parsed.hostname === "") throw usage(command, `bad ${source} '${redact(url)}': no host`);
+  if (parsed.pathname !== "" && parsed.pathname !== "/" && !/^\/\d+$/.test(parsed.pathname)) {
+    throw usage(command, `bad ${source} '${redact(url)}': the path must be a database number`);
+  }
+  return url;
+}
+
+/** The URL with its password hidden, for messages. */
+export function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (!u.password) return url;
+    u.password = "***";
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * Load node-redis and connect. The first connect fails at once (no retry loop) so an unreachable Redis is one
+ * line and exit code 5; once connected, the client reconnects with backoff so a blip does not lose a lease
+ * that the watchdog can still renew. The offline queue is off: commands fail instead of hanging while
+ * disconnected, and the watchdog retries them until the lease's deadline.
+ */
+export async function connect(url: string): Promise<RedisClient> {
+  let redis: typeof import("redis");
+  try {
+    redis = await import("redis");
+  } catch {
+    throw new CliError("redlease CLI needs node-redis: npm install redis@4", EXIT.REDIS);
+  }
+  let connected = false;
+  let client: RedisClient;
+  try {
+    client = redis.createClient({
+      url,
+      disableOfflineQueue: true,
+      socket: {
+        connectTimeout: 5_000,
+        reconnectStrategy: (retries: number) => connected ? Math.min(50 * 2 ** retries, 1_000) : false,
+      },
+    });
+  } catch (e) {
+    throw new CliError(`bad Redis URL '${redact(url)}': ${describeError(e)}`, EXIT.USAGE);
+  }
+  // Without a listener node-redis would throw connection errors from an event; they surface as failed commands.
+  client.on("error", () => {});
+  try {
+    await client.connect();
+  } catch (e) {
+    await client.disconnect().catch(() => {});
+    throw new CliError(`cannot connect to Redis at ${redact(url)}: ${describeError(e)}`, EXIT.REDIS);
+  }
+  connected = true;
+  return client;
+}
+
+/** Close the connection without waiting for Redis (it may be gone). Never throws. */
+export async function close(client: RedisClient | undefined): Promise<void> {
+  if (!client) return;
+  try {
+    if (client.isOpen) await client.disconnect();
+  } catch { /* already closed */ }
+}

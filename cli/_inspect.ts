@@ -1,0 +1,120 @@
+// `redlease inspect [PATTERN]`: the held leases whose names match a glob, as a table or JSON.
+import { inspect, type LeaseInfo } from "../mod.ts";
+import { flag, formatMs, GLOBAL_OPTIONS, parseArgs, value } from "./_args.ts";
+import { checkPrefix, EXIT, EXIT_CODES_HELP, timed, usage, write } from "./_common.ts";
+import { close, connect, type RedisClient, resolveUrl } from "./_connect.ts";
+import { textTable } from "./_table.ts";
+
+export const INSPECT_HELP = `Usage: redlease inspect [PATTERN] [options]
+
+List the held leases whose names match PATTERN, a Redis glob (* ? [abc] \\x; default *), one row per
+lease: name, owner, hold count, remaining TTL, fence (the latest fencing token) and the number of queued
+waiters (entries of waiters that died count until a release skips them). Each lease is read atomically;
+the list is assembled with SCAN, so leases taken or released meanwhile may be missed.
+
+Options:
+  --json           print a JSON array of { name, held, owners: [{ owner, holds }], remainingMs, fence,
+                   waiters } instead of the table
+  --all            also list names that are not held but still have a record (a fence kept for 10s
+                   after release, or queued waiters)
+  --url URL        Redis URL (default: $REDIS_URL, else redis://localhost:6379)
+  --prefix PREFIX  key prefix (default: redlease)
+  -h, --help       show this help
+
+Examples:
+  redlease inspect
+  redlease inspect 'cron:*' --json | jq '.[].remainingMs'
+
+${EXIT_CODES_HELP}
+`;
+
+/** Escape the glob characters of a literal for SCAN MATCH. */
+function globLiteral(s: string): string {
+  return s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+// In keys, a name's '%' and '}' are percent-encoded (so the whole name is the hash tag): `<prefix>:{<tag>}`.
+const encodeTag = (s: string) => s.replace(/[%}]/g, (c) => (c === "%" ? "%25" : "%7D"));
+const decodeTag = (s: string) => s.replace(/%(25|7D)/g, (_, hex) => (hex === "25" ? "%" : "}"));
+
+/** Names of the lease hashes under `prefix` whose name matches `pattern` (queue keys are lists: skipped). */
+async function scanNames(client: RedisClient, prefix: string, pattern: string): Promise<string[]> {
+  const head = `${prefix}:{`;
+  const match = `${globLiteral(head)}${encodeTag(pattern)}}`;
+  const names = new Set<string>();
+  let cursor = "0";
+  do {
+    const reply = await timed(
+      client.sendCommand(["SCAN", cursor, "MATCH", match, "COUNT", "1000", "TYPE", "hash"]),
+      "scan for leases",
+    ) as [string, string[]];
+    cursor = String(reply[0]);
+    for (const key of reply[1]) {
+      if (key.startsWith(head) && key.endsWith("}") && !key.endsWith("}:q")) {
+        names.add(decodeTag(key.slice(head.length, -1)));
+      }
+    }
+  } while (cursor !== "0");
+  return [...names].sort();
+}
+
+function toJson(infos: readonly LeaseInfo[]): string {
+  return JSON.stringify(
+    infos.map((i) => ({
+      name: i.name,
+      held: i.held,
+      owners: i.owners.map((o) => ({ owner: o.owner, holds: o.holds })),
+      remainingMs: i.remainingMs,
+      fence: i.fence,
+      waiters: i.waiters,
+    })),
+    null,
+    2,
+  ) + "\n";
+}
+
+function toTable(infos: readonly LeaseInfo[]): string {
+  const rows = infos.map((i) => [
+    i.name,
+    i.held ? i.owners.map((o) => o.owner).join(", ") : "-",
+    i.held ? i.owners.map((o) => String(o.holds)).join(", ") : "0",
+    i.held ? formatMs(i.remainingMs) : "-",
+    i.fence === 0 ? "-" : String(i.fence),
+    String(i.waiters),
+  ]);
+  return textTable(
+    ["NAME", "OWNER", "HOLDS", "REMAINING", "FENCE", "WAITERS"],
+    rows,
+    ["left", "left", "right", "right", "right", "right"],
+  );
+}
+
+export async function inspectCommand(argv: readonly string[]): Promise<number> {
+  const p = parseArgs("inspect", argv, { ...GLOBAL_OPTIONS, json: "flag", all: "flag" });
+  if (flag(p, "help")) {
+    await write("stdout", INSPECT_HELP);
+    return EXIT.OK;
+  }
+  if (p.positionals.length > 1) throw usage("inspect", `expected at most one PATTERN, got ${p.positionals.length}`);
+  const pattern = p.positionals[0] ?? "*";
+  if (pattern === "") throw usage("inspect", "PATTERN must not be empty");
+  const prefix = checkPrefix("inspect", value(p, "prefix"));
+  const url = resolveUrl("inspect", value(p, "url"));
+  let client: RedisClient | undefined;
+  try {
+    client = await connect(url);
+    const c = client;
+    const names = await scanNames(c, prefix, pattern);
+    const infos = await timed(Promise.all(names.map((n) => inspect(c, n, { prefix }))), "inspect the leases");
+    const shown = flag(p, "all")
+      ? infos.filter((i) => i.held || i.fence > 0 || i.waiters > 0)
+      : infos.filter((i) => i.held);
+    if (flag(p, "json")) await write("stdout", toJson(shown));
+    else if (shown.length === 0) {
+      await write("stdout", `no ${flag(p, "all") ? "lease records" : "held leases"} match '${pattern}'\n`);
+    } else await write("stdout", toTable(shown));
+    return EXIT.OK;
+  } finally {
+    await close(client);
+  }
+}

@@ -1,0 +1,283 @@
+// `redlease run NAME [options] [--] CMD ARGS…`: hold a lease while a command runs.
+import { type ChildProcess, spawn } from "node:child_process";
+import { constants } from "node:os";
+import process from "node:process";
+import { acquire, type Lease, LeaseLostError, LockTimeoutError, release } from "../mod.ts";
+import { flag, formatMs, GLOBAL_OPTIONS, parseArgs, parseDuration, value } from "./_args.ts";
+import {
+  checkName,
+  checkPrefix,
+  CliError,
+  describeError,
+  EXIT,
+  EXIT_CODES_HELP,
+  say,
+  timed,
+  usage,
+  write,
+} from "./_common.ts";
+import { close, connect, type RedisClient, resolveUrl } from "./_connect.ts";
+
+export const RUN_HELP = `Usage: redlease run NAME [options] [--] CMD [ARGS…]
+
+Acquire the lease NAME, run CMD while holding it, release it when CMD exits, and exit with CMD's code.
+The lease is renewed while CMD runs (watchdog mode: its TTL is --lease, renewed every third of it), so a
+crashed host frees it within --lease. CMD gets these environment variables:
+  REDLEASE_NAME   the lease name
+  REDLEASE_OWNER  the owner id of this hold (pass it as --owner to a nested run to hold the lease reentrantly)
+  REDLEASE_FENCE  the fencing token: pass it to the resource you protect, which rejects lower tokens
+SIGINT, SIGTERM and SIGHUP sent to redlease are forwarded to CMD. If the lease is lost (expired,
+force-unlocked, or Redis unreachable until its deadline), CMD gets SIGTERM, then SIGKILL after --grace,
+and redlease exits with code 4 and one line on stderr. A watchdog lease is found lost at the latest one
+renewal (a third of --lease) after Redis dropped it. Signals go to CMD's own process, not to processes it
+starts: in a shell wrapper, exec the real program (sh -c 'setup; exec prog').
+
+Options go before CMD: everything from CMD on (or after --) is passed to it unchanged.
+
+Options:
+  --lease DURATION  lease TTL; renewed every third of it while CMD runs (default 30s, at least 30ms)
+  --fixed           no renewal: the lease ends after --lease, and CMD is stopped then (like timeout(1))
+  --wait DURATION   how long to wait while another owner holds the lease (default 10s; 0 = fail at once
+                    with exit code 3; inf = wait forever)
+  --grace DURATION  time between SIGTERM and SIGKILL after the lease is lost (default 10s)
+  --owner ID        owner id (default: a random UUID); the same owner acquiring again adds a hold
+  --url URL         Redis URL (default: $REDIS_URL, else redis://localhost:6379)
+  --prefix PREFIX   key prefix (default: redlease)
+  -h, --help        show this help
+
+Durations: 500ms, 30s, 1.5s, 2m, 1h, combined as 1m30s, or 0.
+
+Examples:
+  redlease run nightly-report -- ./report.sh --date today
+  redlease run --wait 0 cron:cleanup -- node cleanup.js        # skip this run if another host is on it
+  redlease run --lease 5m --fixed migrate -- npm run migrate    # stop the migration after 5 minutes
+
+${EXIT_CODES_HELP}
+`;
+
+const FORWARDED = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+type Forwarded = typeof FORWARDED[number];
+
+const FALLBACK_SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };
+
+function signalNumber(sig: string): number {
+  const n = (constants?.signals as Record<string, number> | undefined)?.[sig] ?? FALLBACK_SIGNALS[sig];
+  return typeof n === "number" ? n : 0;
+}
+
+/**
+ * Send `sig` to the command. process.kill rather than child.kill: Deno's child.kill() makes the child's exit
+ * report the signal sent even when the command trapped it and exited with its own code.
+ */
+function signalChild(child: ChildProcess, sig: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(child.pid, sig);
+  } catch { /* already gone */ }
+}
+
+/** Why a lease was lost, for the one line on stderr. */
+function lossText(err: LeaseLostError, leaseMs: number): string {
+  if (err.why === "expired") return `its fixed lease of ${formatMs(leaseMs)} ran out`;
+  if (err.why === "not-held") return "Redis reports it is no longer held by this owner (expired or force-unlocked)";
+  const cause = err.cause === undefined ? "" : `: ${describeError(err.cause)}`;
+  return `renewals failed until its deadline passed (Redis unreachable${cause})`;
+}
+
+/** Thrown into the acquire signal when redlease itself is interrupted while waiting. */
+class Interrupted extends Error {
+  constructor(readonly signal: Forwarded) {
+    super(`interrupted by ${signal}`);
+  }
+}
+
+interface ChildResult {
+  readonly code: number | null;
+  readonly signal: string | null;
+  readonly error?: Error;
+}
+
+export async function run(argv: readonly string[]): Promise<number> {
+  const p = parseArgs(
+    "run",
+    argv,
+    { ...GLOBAL_OPTIONS, lease: "value", fixed: "flag", wait: "value", grace: "value", owner: "value" },
+    1,
+  );
+  if (flag(p, "help")) {
+    await write("stdout", RUN_HELP);
+    return EXIT.OK;
+  }
+  const name = checkName("run", p.positionals[0]);
+  if (p.command.length === 0) throw usage("run", "missing the command to run: redlease run NAME -- CMD [ARGS…]");
+  const fixed = flag(p, "fixed");
+  const leaseMs = parseDuration("run", "lease", value(p, "lease") ?? "30s", { min: fixed ? 1 : 30 });
+  const waitMs = parseDuration("run", "wait", value(p, "wait") ?? "10s", { min: 0, infinite: true });
+  const graceMs = parseDuration("run", "grace", value(p, "grace") ?? "10s", { min: 0 });
+  const owner = value(p, "owner");
+  if (owner !== undefined && (owner.length === 0 || owner.length > 512)) {
+    throw usage("run", "--owner must be 1 to 512 characters");
+  }
+  const prefix = checkPrefix("run", value(p, "prefix"));
+  const url = resolveUrl("run", value(p, "url"));
+
+  // Signals: while waiting they cancel the wait; once the command runs they are forwarded to it.
+  let child: ChildProcess | undefined;
+  let exited = false;
+  const waiting = new AbortController();
+  const onSignal = (sig: Forwarded) => {
+    if (child) {
+      if (!exited) signalChild(child, sig);
+    } else if (!waiting.signal.aborted) {
+      waiting.abort(new Interrupted(sig));
+    }
+  };
+  const handlers = FORWARDED.map((sig) => [sig, () => onSignal(sig)] as const);
+  for (const [sig, fn] of handlers) {
+    try {
+      process.on(sig, fn);
+    } catch { /* signal not supported on this platform */ }
+  }
+
+  let client: RedisClient | undefined;
+  try {
+    client = await connect(url);
+    if (waiting.signal.aborted) return 128 + signalNumber((waiting.signal.reason as Interrupted).signal);
+    let lease: Lease;
+    try {
+      lease = await acquire(client, name, {
+        ...(fixed ? { leaseMs } : { watchdogMs: leaseMs }),
+        waitMs,
+        signal: waiting.signal,
+        owner,
+        prefix,
+      });
+    } catch (e) {
+      if (e instanceof Interrupted) return 128 + signalNumber(e.signal);
+      if (e instanceof LockTimeoutError) {
+        const left = e.remainingMs >= 0 ? ` for ${formatMs(e.remainingMs)} more` : "";
+        const waited = waitMs === 0 ? "--wait 0" : `waited ${formatMs(e.waitedMs)}`;
+        throw new CliError(`lease '${name}' is busy: another owner holds it${left} (${waited})`, EXIT.BUSY);
+      }
+      throw e;
+    }
+    if (waiting.signal.aborted) {
+      // Interrupted just as the lease was granted: give it back without starting the command.
+      await timed(release(lease), "release the lease").catch(() => {});
+      return 128 + signalNumber((waiting.signal.reason as Interrupted).signal);
+    }
+    return await supervise(lease, p.command, { name, leaseMs, graceMs }, (c) => (child = c), () => {
+      exited = true;
+    });
+  } finally {
+    for (const [sig, fn] of handlers) {
+      try {
+        process.off(sig, fn);
+      } catch { /* not supported */ }
+    }
+    await close(client);
+  }
+}
+
+interface Settings {
+  readonly name: string;
+  readonly leaseMs: number;
+  readonly graceMs: number;
+}
+
+/** Start the command; a spawn failure is reported through the result, never thrown. */
+function start(
+  command: readonly string[],
+  env: Record<string, string | undefined>,
+): [ChildProcess | undefined, Promise<ChildResult>] {
+  let child: ChildProcess;
+  try {
+    child = spawn(command[0], command.slice(1), { stdio: "inherit", env });
+  } catch (error) {
+    return [undefined, Promise.resolve({ code: null, signal: null, error: error as Error })];
+  }
+  const result = new Promise<ChildResult>((resolve) => {
+    // 'error' also reports a failed kill(); only a spawn failure (no pid) ends the wait.
+    child.on("error", (error) => {
+      if (child.pid === undefined) resolve({ code: null, signal: null, error });
+    });
+    child.once("exit", (code, signal) => resolve({ code, signal }));
+  });
+  return [child, result];
+}
+
+/** Run the command under the held lease; returns the exit code. */
+async function supervise(
+  lease: Lease,
+  command: readonly string[],
+  s: Settings,
+  started: (child: ChildProcess) => void,
+  ended: () => void,
+): Promise<number> {
+  if (lease.signal.aborted) {
+    // Lost between the grant and here: do not start the command at all.
+    const why = lease.signal.reason instanceof LeaseLostError ? lossText(lease.signal.reason, s.leaseMs) : "released";
+    throw new CliError(`lost lease '${s.name}' before starting the command: ${why}`, EXIT.LOST);
+  }
+  const [child, result] = start(command, {
+    ...process.env,
+    REDLEASE_NAME: s.name,
+    REDLEASE_OWNER: lease.owner,
+    REDLEASE_FENCE: String(lease.fence),
+  });
+  if (child) started(child);
+
+  let lost: LeaseLostError | undefined;
+  let killTimer: ReturnType<typeof setTimeout> | undefined;
+  let done = false;
+  const onAbort = () => {
+    const reason = lease.signal.reason;
+    if (done || !(reason instanceof LeaseLostError) || !child) return;
+    lost = reason;
+    void say(
+      `lost lease '${s.name}': ${lossText(reason, s.leaseMs)}; sent SIGTERM to the command` +
+        (s.graceMs > 0 ? ` (SIGKILL in ${formatMs(s.graceMs)})` : ""),
+    );
+    signalChild(child, s.graceMs > 0 ? "SIGTERM" : "SIGKILL");
+    if (s.graceMs > 0) {
+      killTimer = setTimeout(() => {
+        if (done) return;
+        void say(`the command was still running ${formatMs(s.graceMs)} after SIGTERM: sent SIGKILL`);
+        signalChild(child, "SIGKILL");
+      }, s.graceMs);
+    }
+  };
+  lease.signal.addEventListener("abort", onAbort, { once: true });
+
+  const r = await result;
+  done = true;
+  ended();
+  clearTimeout(killTimer);
+  lease.signal.removeEventListener("abort", onAbort);
+
+  if (r.error) {
+    await timed(release(lease), "release the lease").catch(() => {});
+    const code = (r.error as { code?: string }).code;
+    if (code === "ENOENT") throw new CliError(`cannot run '${command[0]}': command not found`, EXIT.NOT_FOUND);
+    throw new CliError(`cannot run '${command[0]}': ${describeError(r.error)}`, EXIT.CANNOT_EXECUTE);
+  }
+  if (lost) {
+    // The hold is gone already; the release only clears local state (and is false).
+    await timed(release(lease), "release the lease").catch(() => {});
+    return EXIT.LOST;
+  }
+  const childCode = r.code ?? 128 + signalNumber(r.signal ?? "");
+  let released: boolean;
+  try {
+    released = await timed(release(lease), "release the lease");
+  } catch (e) {
+    await say(`could not release lease '${s.name}' (${describeError(e)}); it expires within ${formatMs(s.leaseMs)}`);
+    return childCode;
+  }
+  if (!released) {
+    // Redis no longer had our hold when the command ended: it was lost at some point while the command ran,
+    // before the watchdog noticed. The command may have run partly unprotected, so report it as lost.
+    throw new CliError(`lost lease '${s.name}': Redis no longer held it when the command exited`, EXIT.LOST);
+  }
+  return childCode;
+}

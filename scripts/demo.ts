@@ -1,0 +1,474 @@
+/**
+ * `npm run demo`: why a lease needs an owner, renewal and fencing, shown on Redis.
+ *
+ * 1. The flash sale: several app-server processes serve many requests from many users racing for a few items;
+ *    each user may buy once. Three modes: no lock, a naive SET NX lock (constant value, plain DEL, fixed TTL
+ *    shorter than the slow steps) and redlease. Prints sold, oversold, duplicate orders, locks released by the
+ *    wrong owner and throughput per mode.
+ * 2. The Redis in Action market: sellers list and buyers buy, with WATCH/MULTI retries, with one coarse market
+ *    lease, and with a lease per item. Prints listings, purchases, retries and purchase latency.
+ *
+ *   node --import tsx scripts/demo.ts [--quick] [--buyers 4] [--items 50] [--users 200] [--requests 2000]
+ *        [--concurrency 16] [--mode no-lock,naive,redlease] [--market-seconds 3] [--no-market] [--no-sale]
+ *        [--seed 1] [--json-out FILE]
+ *
+ * Uses $REDIS_URL when set (its own keys only, under `redlease-demo:<run id>:`, deleted afterwards); otherwise
+ * starts a throwaway redis-server on a free port and stops it at the end.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import process from "node:process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { createClient } from "redis";
+import {
+  type Client,
+  emptyCounts,
+  type Mode,
+  MODES,
+  type SaleConfig,
+  saleKeys,
+  type WorkerCounts,
+} from "./demo/_flash_sale.ts";
+import { type MarketConfig, type MarketResult, runMarket, VARIANTS } from "./demo/_market.ts";
+import { int, markdown, ms, Progress } from "./demo/_report.ts";
+import { DemoError, type DemoRedis, demoRedis } from "./demo/_server.ts";
+
+const BUYER = join(dirname(fileURLToPath(import.meta.url)), "demo", "buyer.ts");
+
+const HELP = `Usage: node --import tsx scripts/demo.ts [options]   (npm run demo -- [options])
+
+Flash sale (three modes) and the Redis in Action market simulation (three variants), against $REDIS_URL or
+a throwaway redis-server.
+
+  --buyers N          app-server processes (default 4)
+  --items N           units in stock (default 50)
+  --users N           distinct users; each may buy once (default 200)
+  --requests N        requests in total, spread over the users and app servers (default 2000)
+  --concurrency N     requests in flight per app server (default 16)
+  --mode LIST         flash-sale modes to run: no-lock,naive,redlease (default all)
+  --market-seconds S  duration of each market variant (default 3)
+  --no-market         skip the market simulation
+  --no-sale           skip the flash sale
+  --quick             a smaller, faster run (3 app servers, 20 items, 60 users, 360 requests, 1 s markets)
+  --seed N            seed of the request plan (default 1)
+  --json-out FILE     also write the results as JSON to FILE
+  -h, --help          this help
+`;
+
+interface Options {
+  sale: SaleConfig;
+  modes: Mode[];
+  market: MarketConfig;
+  runSale: boolean;
+  runMarket: boolean;
+  jsonOut?: string;
+}
+
+function parseOptions(argv: string[]): Options | undefined {
+  const quick = argv.includes("--quick");
+  const sale = {
+    buyers: quick ? 3 : 4,
+    items: quick ? 20 : 50,
+    users: quick ? 60 : 200,
+    requests: quick ? 360 : 2_000,
+    concurrency: quick ? 12 : 16,
+    payMs: 5,
+    writeMs: 2,
+    slowMs: 150,
+    slowRate: 0.2,
+    naiveTtlMs: 100,
+    waitMs: 60_000,
+    seed: 1,
+  };
+  const market = { sellers: 5, buyers: 5, seconds: quick ? 1 : 3 };
+  let modes: Mode[] = [...MODES];
+  let runSale = true, runMarketSim = true;
+  let jsonOut: string | undefined;
+  const num = (flag: string, v: string | undefined, min: number): number => {
+    const n = Number(v);
+    if (v === undefined || !Number.isFinite(n) || n < min) throw new DemoError(`${flag} needs a number ≥ ${min}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    switch (a) {
+      case "-h":
+      case "--help":
+        return undefined;
+      case "--quick":
+        break;
+      case "--buyers":
+        sale.buyers = Math.floor(num(a, argv[++i], 1));
+        break;
+      case "--items":
+        sale.items = Math.floor(num(a, argv[++i], 1));
+        break;
+      case "--users":
+        sale.users = Math.floor(num(a, argv[++i], 1));
+        break;
+      case "--requests":
+        sale.requests = Math.floor(num(a, argv[++i], 1));
+        break;
+      case "--concurrency":
+        sale.concurrency = Math.floor(num(a, argv[++i], 1));
+        break;
+      case "--seed":
+        sale.seed = Math.floor(num(a, argv[++i], 0));
+        break;
+      case "--market-seconds":
+        market.seconds = num(a, argv[++i], 0.1);
+        break;
+      case "--mode": {
+        const list = (argv[++i] ?? "").split(",").filter(Boolean);
+        const bad = list.find((m) => !MODES.includes(m as Mode));
+        if (list.length === 0 || bad !== undefined) throw new DemoError(`--mode takes a list of ${MODES.join(", ")}`);
+        modes = MODES.filter((m) => list.includes(m));
+        break;
+      }
+      case "--no-market":
+        runMarketSim = false;
+        break;
+      case "--no-sale":
+        runSale = false;
+        break;
+      case "--json-out":
+        jsonOut = argv[++i];
+        if (!jsonOut) throw new DemoError("--json-out needs a file name");
+        break;
+      default:
+        throw new DemoError(`unknown option '${a}' (see --help)`);
+    }
+  }
+  return { sale, modes, market, runSale, runMarket: runMarketSim, jsonOut };
+}
+
+/** The command line that runs a TypeScript file on the runtime running this script. */
+function runtimeArgs(file: string): [string, string[]] {
+  const g = globalThis as { Deno?: { execPath(): string }; Bun?: unknown };
+  if (g.Deno) return [g.Deno.execPath(), ["run", "-A", file]];
+  if (g.Bun) return [process.execPath, [file]];
+  return [process.execPath, ["--import", "tsx", file]];
+}
+
+export interface SaleResult {
+  readonly mode: Mode;
+  readonly requests: number;
+  readonly sold: number;
+  readonly stockLeft: number;
+  readonly oversold: number;
+  readonly duplicateOrders: number;
+  /** Users with more than one order. */
+  readonly usersWithDuplicates: number;
+  readonly wrongOwnerReleases: number;
+  readonly expiredMidSection: number;
+  readonly fencedOut: number;
+  readonly errors: number;
+  readonly seconds: number;
+  readonly requestsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
+function pct(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+const LABEL: Record<Mode, string> = {
+  "no-lock": "no lock",
+  naive: "naive SET NX lock",
+  redlease: "redlease",
+};
+
+/** The app-server processes of the flash sale: started once, then told to run each mode together. */
+class AppServers {
+  readonly #procs: ChildProcess[] = [];
+  readonly #ready: Promise<void>[] = [];
+  readonly #exited: Promise<void>[] = [];
+  #onLine: (i: number, line: string) => void = () => {};
+
+  constructor(url: string, ns: string, readonly c: SaleConfig, kids: Set<ChildProcess>) {
+    const [cmd, pre] = runtimeArgs(BUYER);
+    for (let i = 0; i < c.buyers; i++) {
+      const p = spawn(cmd, [...pre, url, ns, String(i), JSON.stringify(c)], { stdio: ["pipe", "pipe", "pipe"] });
+      kids.add(p);
+      this.#procs.push(p);
+      let stderr = "";
+      p.stderr!.on("data", (d) => (stderr += d));
+      let ready!: () => void;
+      this.#ready.push(new Promise<void>((r) => (ready = r)));
+      createInterface({ input: p.stdout! }).on("line", (line) => (line === "READY" ? ready() : this.#onLine(i, line)));
+      this.#exited.push(
+        new Promise<void>((resolve, reject) => {
+          p.on("error", reject);
+          p.on("exit", (code) => {
+            kids.delete(p);
+            if (code === 0) resolve();
+            else {
+              // The worker reports its failure as one `app server N: …` line.
+              const lines = stderr.trim().split("\n");
+              const last = lines.filter((l) => l.startsWith("app server")).pop();
+              reject(new DemoError(last ?? `app server ${i} exited with code ${code}: ${lines[0]}`));
+            }
+          });
+        }),
+      );
+    }
+  }
+
+  /** Resolves when every app server is connected; rejects if one dies first. */
+  ready(): Promise<unknown> {
+    return Promise.race([Promise.all(this.#ready), Promise.all(this.#exited)]);
+  }
+
+  /** Run `mode` on every app server at once; resolves with their counts and the wall time. */
+  async run(mode: Mode, progress: (handled: number) => void): Promise<[WorkerCounts[], number]> {
+    const handled = new Array<number>(this.c.buyers).fill(0);
+    const results: WorkerCounts[] = [];
+    let done!: () => void;
+    const all = new Promise<void>((r) => (done = r));
+    this.#onLine = (i, line) => {
+      if (line.startsWith("PROGRESS ")) handled[i] = Number(line.slice(9));
+      else if (line.startsWith("RESULT ")) {
+        results[i] = JSON.parse(line.slice(7));
+        handled[i] = results[i].handled;
+        if (results.filter(Boolean).length === this.c.buyers) done();
+      } else return;
+      progress(handled.reduce((a, b) => a + b, 0));
+    };
+    const t0 = performance.now();
+    for (const p of this.#procs) p.stdin!.write(`RUN ${mode}\n`);
+    // A crash mid-run rejects through #exited instead of leaving us waiting.
+    await Promise.race([all, Promise.all(this.#exited)]);
+    return [results, (performance.now() - t0) / 1_000];
+  }
+
+  async close(): Promise<void> {
+    for (const p of this.#procs) p.stdin!.end("EXIT\n");
+    await Promise.all(this.#exited);
+  }
+}
+
+/** One flash-sale mode: reset the stock, run it on every app server, and read the outcome from Redis. */
+async function runSale(servers: AppServers, admin: Client, ns: string, mode: Mode, c: SaleConfig): Promise<SaleResult> {
+  const k = saleKeys(ns, mode);
+  await admin.del([k.stock, k.orders, k.byUser, k.fence]);
+  await admin.set(k.stock, String(c.items));
+  const progress = new Progress(`flash sale: ${LABEL[mode]}`, c.requests, "requests");
+  const [results, seconds] = await servers.run(mode, (n) => progress.update(n));
+
+  const total = emptyCounts();
+  for (const r of results) {
+    for (const key of Object.keys(total) as (keyof WorkerCounts)[]) {
+      if (key === "latenciesMs") total.latenciesMs.push(...r.latenciesMs);
+      else total[key] += r[key];
+    }
+  }
+  const sold = await admin.lLen(k.orders);
+  const perUser = (await admin.hVals(k.byUser)).map(Number);
+  const lat = total.latenciesMs.sort((a, b) => a - b);
+  const r: SaleResult = {
+    mode,
+    requests: total.handled,
+    sold,
+    stockLeft: Number(await admin.get(k.stock)),
+    oversold: Math.max(0, sold - c.items),
+    duplicateOrders: perUser.reduce((a, n) => a + Math.max(0, n - 1), 0),
+    usersWithDuplicates: perUser.filter((n) => n > 1).length,
+    wrongOwnerReleases: total.wrongOwnerReleases,
+    expiredMidSection: total.expiredMidSection,
+    fencedOut: total.fencedOut,
+    errors: total.errors,
+    seconds,
+    requestsPerSecond: total.handled / seconds,
+    p50Ms: pct(lat, 50),
+    p99Ms: pct(lat, 99),
+  };
+  progress.finish(
+    `sold ${r.sold}/${c.items}, oversold ${r.oversold}, duplicate orders ${r.duplicateOrders}` +
+      (mode === "no-lock" ? "" : `, released by wrong owner ${r.wrongOwnerReleases}`),
+  );
+  return r;
+}
+
+function saleTable(rs: readonly SaleResult[], c: SaleConfig): string {
+  const lockCell = (r: SaleResult, n: number) => (r.mode === "no-lock" ? "–" : int(n));
+  const rows = rs.map((r) => [
+    LABEL[r.mode] + (r.mode === "naive" ? ` (TTL ${c.naiveTtlMs} ms)` : ""),
+    int(r.requests),
+    `${int(r.sold)} / ${int(c.items)}`,
+    int(r.oversold),
+    int(r.duplicateOrders),
+    lockCell(r, r.wrongOwnerReleases),
+    lockCell(r, r.expiredMidSection),
+    int(r.errors),
+    `${int(r.requestsPerSecond)} req/s`,
+    `${ms(r.p50Ms)} / ${ms(r.p99Ms)}`,
+  ]);
+  return markdown(
+    [
+      "mode",
+      "requests",
+      "sold / stock",
+      "oversold",
+      "duplicate orders",
+      "released by wrong owner",
+      "lock expired mid-section",
+      "errors",
+      "throughput",
+      "latency p50 / p99",
+    ],
+    rows,
+    [false, true, true, true, true, true, true, true, true, true],
+  );
+}
+
+function marketTable(rs: readonly MarketResult[]): string {
+  return markdown(
+    [
+      "variant",
+      "listings",
+      "purchases",
+      "misses",
+      "retries",
+      "retries / purchase",
+      "purchase p50",
+      "purchase p99",
+      "consistent",
+    ],
+    rs.map((r) => [
+      r.variant === "watch"
+        ? "WATCH/MULTI retries"
+        : r.variant === "coarse lock"
+        ? "one market lease"
+        : "lease per item",
+      int(r.listings),
+      int(r.purchases),
+      int(r.misses),
+      int(r.retries),
+      r.retriesPerPurchase.toFixed(2),
+      ms(r.purchaseP50Ms),
+      ms(r.purchaseP99Ms),
+      r.consistent ? "yes" : "NO",
+    ]),
+    [false, true, true, true, true, true, true, true, false],
+  );
+}
+
+/** Delete every key of this run (the only keys the demo touches on a shared Redis). */
+async function cleanup(admin: Client, ns: string): Promise<void> {
+  let cursor = 0;
+  do {
+    const r = await admin.scan(cursor, { MATCH: `${ns}:*`, COUNT: 1_000 });
+    cursor = r.cursor;
+    if (r.keys.length > 0) await admin.unlink(r.keys);
+  } while (cursor !== 0);
+}
+
+async function main(): Promise<number> {
+  const o = parseOptions(process.argv.slice(2));
+  if (!o) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const kids = new Set<ChildProcess>();
+  let redis: DemoRedis | undefined;
+  let admin: Client | undefined;
+  const ns = `redlease-demo:${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+  const stopAll = async () => {
+    for (const k of kids) k.kill("SIGKILL");
+    if (admin?.isOpen) {
+      await cleanup(admin, ns).catch(() => {});
+      await admin.quit().catch(() => {});
+    }
+    await redis?.stop();
+  };
+  process.once("SIGINT", () => {
+    void stopAll().finally(() => process.exit(130));
+  });
+  try {
+    redis = await demoRedis();
+    process.stderr.write(
+      redis.own
+        ? `using a throwaway redis-server on port ${redis.port} (removed afterwards)\n`
+        : `using REDIS_URL (keys under ${ns}:, deleted afterwards)\n`,
+    );
+    admin = createClient({ url: redis.url });
+    admin.on("error", () => {});
+    await admin.connect();
+    const version = /redis_version:(\d+)/.exec(String(await admin.info("server")))?.[1];
+    if (version !== undefined && Number(version) < 7) {
+      throw new DemoError(`redlease needs Redis 7 or later; this one is ${version}`);
+    }
+
+    const sale: SaleResult[] = [];
+    const market: MarketResult[] = [];
+    if (o.runSale) {
+      process.stderr.write(`  starting ${o.sale.buyers} app servers\n`);
+      const servers = new AppServers(redis.url, ns, o.sale, kids);
+      await servers.ready();
+      for (const mode of o.modes) sale.push(await runSale(servers, admin, ns, mode, o.sale));
+      await servers.close();
+    }
+    if (o.runMarket) {
+      for (const v of VARIANTS) {
+        const p = new Progress(`market: ${v}`, Math.round(o.market.seconds * 10) / 10, "s");
+        const r = await runMarket(redis.url, ns, v, o.market, (f) => p.update(f * o.market.seconds));
+        p.finish(`${int(r.purchases)} purchases, ${int(r.retries)} retries`);
+        market.push(r);
+      }
+    }
+
+    const c = o.sale;
+    let out = "";
+    if (sale.length > 0) {
+      out += `\n## Flash sale: ${c.buyers} app servers × ${c.concurrency} requests in flight, ` +
+        `${int(c.requests)} requests from ${int(c.users)} users for ${int(c.items)} items\n\n`;
+      out += saleTable(sale, c);
+      out += `\nEach user may buy once. Payments take ${c.payMs} ms and order writes ${c.writeMs} ms, except that ` +
+        `${Math.round(c.slowRate * 50)} % of payments and ${Math.round(c.slowRate * 100)} % of order writes take ` +
+        `${c.slowMs} ms.\n` +
+        `- oversold: orders beyond the stock. duplicate orders: orders beyond the first of each user.\n` +
+        `- released by wrong owner: a lock's DEL removed a lock that another request had taken after the ` +
+        `first one's TTL ran out. The naive lock is SET key "1" NX PX ${c.naiveTtlMs} and DEL key; for ` +
+        `measurement only, each acquisition also stores a token in a side key (written and read in the same ` +
+        `Lua call as the SET and the DEL), so the demo can tell whose lock a DEL removed. A redlease release ` +
+        `removes only the caller's own hold (the owner is checked in Lua), so it cannot release another ` +
+        `owner's lease; its column counts none by construction.\n` +
+        `- lock expired mid-section: naive, releases that found the lock no longer theirs; redlease, leases ` +
+        `lost (the watchdog renews them, so none).\n` +
+        `- redlease also fences the order write: it is refused if a newer lease's token has written ` +
+        `(${int(sale.find((s) => s.mode === "redlease")?.fencedOut ?? 0)} refused).\n`;
+    }
+    if (market.length > 0) {
+      out += `\n## Market (Redis in Action §6.2): ${o.market.sellers} sellers and ${o.market.buyers} buyers ` +
+        `trading for ${o.market.seconds} s per variant\n\n`;
+      out += marketTable(market);
+      out += `\nretries: WATCH transactions that had to start again because a watched key changed. misses: ` +
+        `another buyer bought the item first. consistent: funds are conserved and every purchase put one item ` +
+        `in one inventory.\n`;
+    }
+    process.stdout.write(out);
+    if (o.jsonOut) {
+      writeFileSync(
+        o.jsonOut,
+        JSON.stringify({ sale: { config: c, results: sale }, market: { config: o.market, results: market } }, null, 2),
+      );
+    }
+    return 0;
+  } finally {
+    await stopAll();
+  }
+}
+
+let code: number;
+try {
+  code = await main();
+} catch (e) {
+  if (!(e instanceof DemoError)) throw e;
+  process.stderr.write(`demo: ${e.message}\n`);
+  code = 1;
+}
+process.exit(code);

@@ -1,0 +1,512 @@
+// The `redlease` command line, spawned for real on the runtime running this file, against a throwaway
+// redis-server. The commands it runs are tests/fixtures/cli_child.ts on the same runtime.
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import process from "node:process";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { formatMs, parseArgs, parseDuration } from "../cli/_args.ts";
+import { CliError } from "../cli/_common.ts";
+import { resolveUrl } from "../cli/_connect.ts";
+import { acquire, forceUnlock, inspect, LeaseLostError, release } from "../mod.ts";
+import { type Client, freePort, type RedisServer, runtimeArgs, runtimeName, sleep, startRedis } from "./_redis.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..");
+const CLI = join(root, "cli", "redlease.ts");
+const CHILD = join(here, "fixtures", "cli_child.ts");
+
+interface Result {
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+  killed: boolean;
+}
+
+interface Running {
+  readonly proc: ChildProcess;
+  readonly done: Promise<Result>;
+  /** Resolves once stdout matches `re`; rejects if the process ends first. */
+  waitFor(re: RegExp): Promise<void>;
+}
+
+interface Options {
+  /** Variables to set (undefined removes one) on top of the test environment. */
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+  timeoutMs?: number;
+  /** The command line prefix that runs the CLI (default: this runtime running cli/redlease.ts). */
+  argv0?: [string, string[]];
+}
+
+let baseEnv: Record<string, string | undefined> = {};
+const live = new Set<ChildProcess>();
+
+function startCli(args: string[], o: Options = {}): Running {
+  const [cmd, pre] = o.argv0 ?? runtimeArgs(CLI);
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...baseEnv, ...o.env })) if (v !== undefined) env[k] = v;
+  const t0 = performance.now();
+  const proc = spawn(cmd, [...pre, ...args], { cwd: o.cwd ?? root, env, stdio: ["ignore", "pipe", "pipe"] });
+  live.add(proc);
+  let stdout = "";
+  let stderr = "";
+  let killed = false;
+  const watchers: Array<() => void> = [];
+  proc.stdout!.on("data", (d) => {
+    stdout += d;
+    for (const w of watchers) w();
+  });
+  proc.stderr!.on("data", (d) => (stderr += d));
+  const timer = setTimeout(() => {
+    killed = true;
+    proc.kill("SIGKILL");
+  }, o.timeoutMs ?? 30_000);
+  const done = new Promise<Result>((resolve) => {
+    proc.on("exit", (code, signal) => {
+      const ms = performance.now() - t0;
+      clearTimeout(timer);
+      live.delete(proc);
+      // Output may still be in the pipes; a command orphaned by a killed CLI could hold them open, so do not
+      // wait for 'close' for long.
+      const finish = () => {
+        for (const w of watchers) w();
+        resolve({ code, signal, stdout, stderr, ms, killed });
+      };
+      const grace = setTimeout(finish, 1_000);
+      proc.once("close", () => {
+        clearTimeout(grace);
+        finish();
+      });
+    });
+  });
+  let ended = false;
+  void done.then(() => (ended = true));
+  return {
+    proc,
+    done,
+    waitFor(re) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          if (re.test(stdout)) resolve();
+          else if (ended) reject(new Error(`exited before printing ${re}; stdout: ${stdout}; stderr: ${stderr}`));
+        };
+        watchers.push(check);
+        check();
+        void done.then(() => setTimeout(check, 0));
+      });
+    },
+  };
+}
+
+function cli(args: string[], o: Options = {}): Promise<Result> {
+  return startCli(args, o).done;
+}
+
+/** The command line of the fixture command on this runtime. */
+function child(...args: string[]): string[] {
+  const [cmd, pre] = runtimeArgs(CHILD);
+  return [cmd, ...pre, ...args];
+}
+
+/** stderr is exactly one `redlease: …` line matching `re`, and no stack trace. */
+function oneLine(r: Result, re: RegExp): void {
+  assert.equal(r.killed, false, `still running after the timeout; stderr: ${r.stderr}`);
+  const lines = r.stderr.split("\n").filter((l) => l.trim() !== "");
+  assert.equal(lines.length, 1, `expected one line on stderr, got:\n${r.stderr}`);
+  assert.match(lines[0], /^redlease: /);
+  assert.match(lines[0], re);
+  assert.doesNotMatch(r.stderr, /^\s+at /m);
+}
+
+/** Per-test timeout: Bun's default of 5 s is too short for tests that start several processes. */
+const T = { timeout: 90_000 };
+
+let seq = 0;
+const unique = (what: string) => `cli-${what}-${Date.now()}-${seq++}`;
+
+describe(`redlease CLI (${runtimeName()})`, () => {
+  let srv: RedisServer;
+  let admin: Client;
+  let dir: string;
+  before(async () => {
+    srv = await startRedis();
+    admin = await srv.client();
+    dir = mkdtempSync(join(tmpdir(), "redlease-cli-"));
+    baseEnv = { ...process.env, REDIS_URL: srv.url, NO_COLOR: "1" };
+    for (const k of ["REDLEASE_NAME", "REDLEASE_OWNER", "REDLEASE_FENCE", "REDLEASE_DEBUG"]) baseEnv[k] = undefined;
+  });
+  after(async () => {
+    for (const p of live) p.kill("SIGKILL");
+    await srv.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("--help works for every command and documents the exit codes", T, async () => {
+    const runs = await Promise.all([
+      cli(["--help"]),
+      cli(["run", "--help"]),
+      cli(["inspect", "-h"]),
+      cli(["help", "unlock"]),
+      cli(["frobnicate"]),
+    ]);
+    for (const r of runs.slice(0, 4)) {
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stderr, "");
+      assert.match(r.stdout, /^Usage|Usage:/m);
+      assert.match(r.stdout, /Exit codes:[\s\S]*\n {2}3 +busy[\s\S]*\n {2}4 +run: the lease was lost/);
+    }
+    assert.match(runs[0].stdout, /redlease run NAME[\s\S]*redlease inspect[\s\S]*redlease unlock NAME --force/);
+    assert.match(runs[1].stdout, /--lease DURATION[\s\S]*--wait DURATION[\s\S]*--grace DURATION/);
+    assert.match(runs[2].stdout, /--json/);
+    assert.match(runs[3].stdout, /--force/);
+    assert.equal(runs[4].code, 2);
+    oneLine(runs[4], /unknown command 'frobnicate'/);
+  });
+
+  test("durations, options and URLs are parsed strictly (in-process)", T, () => {
+    const d = (text: string, min = 0, infinite = false) => parseDuration("run", "lease", text, { min, infinite });
+    assert.equal(d("500ms"), 500);
+    assert.equal(d("30s"), 30_000);
+    assert.equal(d("1.5s"), 1_500);
+    assert.equal(d("2m"), 120_000);
+    assert.equal(d("1h"), 3_600_000);
+    assert.equal(d("1m30s"), 90_000);
+    assert.equal(d(" 0 "), 0);
+    assert.equal(d("inf", 0, true), Infinity);
+    const usage = (fn: () => unknown, re: RegExp) =>
+      assert.throws(fn, (e: unknown) => e instanceof CliError && e.code === 2 && re.test(e.message));
+    usage(() => d("30"), /bad --lease '30': a unit is required/);
+    usage(() => d("10x"), /expected a duration/);
+    usage(() => d("s"), /expected a duration/);
+    usage(() => d(""), /expected a duration/);
+    usage(() => d("-1s"), /expected a duration/);
+    usage(() => d("inf"), /expected a duration/);
+    usage(() => d("10ms", 30), /must be at least 30ms/);
+    usage(() => d("25d"), /expected a duration/);
+    usage(() => d("597h"), /must be at most 2147483647ms/);
+    assert.equal(formatMs(850), "850ms");
+    assert.equal(formatMs(12_345), "12.3s");
+    assert.equal(formatMs(125_000), "2m05s");
+    assert.equal(formatMs(3_720_000), "1h02m");
+
+    const spec = { lease: "value", fixed: "flag", help: "flag" } as const;
+    const p = parseArgs("run", ["--lease=5s", "job", "--fixed", "cmd", "--lease", "x", "--", "y"], spec, 1);
+    assert.deepEqual([...p.options], [["lease", "5s"], ["fixed", true]]);
+    assert.deepEqual(p.positionals, ["job"]);
+    assert.deepEqual(p.command, ["cmd", "--lease", "x", "--", "y"], "everything after CMD is CMD's");
+    assert.deepEqual(parseArgs("run", ["job", "--", "--fixed"], spec, 1).command, ["--fixed"]);
+    usage(() => parseArgs("run", ["--lease"], spec, 1), /option '--lease' needs a value/);
+    usage(() => parseArgs("run", ["--fixed=1"], spec, 1), /takes no value/);
+    usage(() => parseArgs("run", ["-x"], spec, 1), /unknown option '-x'/);
+
+    assert.equal(resolveUrl("run", "rediss://u:p@host:6380/2"), "rediss://u:p@host:6380/2");
+    usage(() => resolveUrl("run", "redis://host/x"), /the path must be a database number/);
+    usage(() => resolveUrl("run", "redis://:6379"), /bad --url/);
+  });
+
+  test("run passes REDLEASE_NAME, REDLEASE_OWNER and REDLEASE_FENCE and exits with the command's code", T, async () => {
+    const name = unique("env");
+    const [r, anon] = await Promise.all([
+      cli(["run", name, "--owner", "owner-7", "--", ...child("env", "7")]),
+      cli(["run", `${name}-anon`, ...child("env", "0")]), // no `--`: the first word after NAME starts CMD
+    ]);
+    assert.equal(r.code, 7, r.stderr);
+    assert.equal(r.stderr, "");
+    const env = JSON.parse(r.stdout);
+    assert.equal(env.name, name);
+    assert.equal(env.owner, "owner-7");
+    // The fence record outlives the release for a few seconds: it is the token the command was given.
+    const info = await inspect(admin, name);
+    assert.equal(info.held, false, "released after the command exited");
+    assert.equal(env.fence, String(info.fence));
+    assert.ok(Number(env.fence) > 0);
+
+    assert.equal(anon.code, 0, anon.stderr);
+    const e2 = JSON.parse(anon.stdout);
+    assert.equal(e2.name, `${name}-anon`);
+    assert.match(e2.owner, /^[0-9a-f-]{36}$/, "a random owner id by default");
+    assert.equal(e2.fence, String((await inspect(admin, `${name}-anon`)).fence));
+  });
+
+  test("three concurrent runs on one name never overlap (checked by the commands themselves)", T, async () => {
+    const name = unique("mutex");
+    const work = mkdtempSync(join(dir, "mutex-"));
+    const runs = await Promise.all(
+      [0, 1, 2].map(() =>
+        cli(["run", name, "--wait", "40s", "--", ...child("critical", work, "700")], { timeoutMs: 60_000 })
+      ),
+    );
+    for (const r of runs) {
+      assert.equal(r.killed, false);
+      assert.equal(r.code, 0, r.stderr);
+    }
+    assert.equal(existsSync(join(work, "overlap")), false, "two commands were inside at the same time");
+    const fences = readFileSync(join(work, "fences"), "utf8").trim().split("\n").map(Number);
+    assert.equal(fences.length, 3);
+    for (let i = 1; i < fences.length; i++) assert.ok(fences[i] > fences[i - 1], `fences increase: ${fences}`);
+    assert.equal((await inspect(admin, name)).held, false);
+  });
+
+  test(
+    "--wait 0 on a busy lease exits 3 at once without running the command; --wait 300ms after waiting",
+    T,
+    async () => {
+      const name = unique("busy");
+      const lease = await acquire(admin, name);
+      try {
+        const marker = join(dir, `${name}.ran`);
+        const [now, later] = await Promise.all([
+          cli(["run", name, "--wait", "0", "--", ...child("touch", marker)]),
+          cli(["run", name, "--wait", "300ms", "--", ...child("touch", marker)]),
+        ]);
+        assert.equal(now.code, 3, now.stderr);
+        oneLine(now, new RegExp(`lease '${name}' is busy.*--wait 0`));
+        assert.equal(later.code, 3, later.stderr);
+        oneLine(later, /is busy.*waited/);
+        assert.equal(existsSync(marker), false, "the command must not run");
+        const info = await inspect(admin, name);
+        assert.deepEqual(info.owners, [{ owner: lease.owner, holds: 1 }]);
+        assert.equal(info.waiters, 0, "a timed-out wait leaves no queue entry");
+      } finally {
+        await release(lease);
+      }
+    },
+  );
+
+  test("losing the lease (force-unlocked) sends SIGTERM to the command and exits 4 with one line", T, async () => {
+    const name = unique("lost");
+    const file = join(dir, `${name}.signals`);
+    const run = startCli(["run", name, "--lease", "1500ms", "--", ...child("trap", file, "0")]);
+    await run.waitFor(/ready/);
+    assert.equal(await forceUnlock(admin, name), true, "the CLI held the lease");
+    const r = await run.done;
+    assert.equal(r.code, 4, r.stderr);
+    oneLine(r, new RegExp(`lost lease '${name}': Redis reports it is no longer held.*SIGTERM`));
+    assert.equal(readFileSync(file, "utf8"), "SIGTERM\n");
+    assert.ok(r.ms < 20_000, `took ${r.ms} ms`);
+  });
+
+  test("a command that ignores SIGTERM after the loss is killed after --grace", T, async () => {
+    const name = unique("grace");
+    const file = join(dir, `${name}.signals`);
+    const run = startCli(["run", name, "--lease", "1500ms", "--grace", "300ms", "--", ...child("ignore", file)]);
+    await run.waitFor(/ready/);
+    assert.equal(await forceUnlock(admin, name), true);
+    const r = await run.done;
+    assert.equal(r.killed, false, `the CLI never exited; stderr: ${r.stderr}`);
+    assert.equal(r.code, 4, r.stderr);
+    assert.match(
+      r.stderr,
+      /^redlease: lost lease .*\nredlease: the command was still running 300ms after SIGTERM: sent SIGKILL\n$/,
+    );
+    const [pid, ...signals] = readFileSync(file, "utf8").trim().split("\n");
+    assert.deepEqual(signals, ["SIGTERM"]);
+    assert.throws(() => process.kill(Number(pid), 0), "the command is gone");
+  });
+
+  test("a fixed lease (--fixed) stops the command when it runs out", T, async () => {
+    const name = unique("fixed");
+    const file = join(dir, `${name}.signals`);
+    const run = startCli(["run", name, "--fixed", "--lease", "4s", "--", ...child("trap", file, "0")]);
+    await run.waitFor(/ready/);
+    const r = await run.done;
+    assert.equal(r.code, 4, r.stderr);
+    oneLine(r, /lost lease .*its fixed lease of 4s ran out/);
+    assert.equal(readFileSync(file, "utf8"), "SIGTERM\n");
+  });
+
+  test("SIGTERM and SIGINT sent to the CLI are forwarded to the command, whose code is the exit code", T, async () => {
+    for (const [sig, code] of [["SIGTERM", 42], ["SIGINT", 43]] as const) {
+      const name = unique("fwd");
+      const file = join(dir, `${name}.signals`);
+      const run = startCli(["run", name, "--", ...child("trap", file, String(code))]);
+      await run.waitFor(/ready/);
+      // process.kill, not proc.kill: Deno's proc.kill() makes the exit report the signal, not the exit code.
+      process.kill(run.proc.pid!, sig);
+      const r = await run.done;
+      assert.equal(r.code, code, `${sig}: ${r.stderr}`);
+      assert.equal(r.stderr, "");
+      assert.equal(readFileSync(file, "utf8"), `${sig}\n`);
+      assert.equal((await inspect(admin, name)).held, false, "released after the command exited");
+    }
+  });
+
+  test("a signal while waiting for the lease cancels the wait and exits 128+N", T, async () => {
+    const name = unique("waitsig");
+    const lease = await acquire(admin, name);
+    try {
+      const marker = join(dir, `${name}.ran`);
+      const run = startCli(["run", name, "--wait", "inf", "--", ...child("touch", marker)]);
+      // Wait until the CLI has queued for the lease.
+      for (let i = 0; i < 400 && (await inspect(admin, name)).waiters === 0; i++) await sleep(50);
+      assert.equal((await inspect(admin, name)).waiters, 1, "the CLI is queued");
+      process.kill(run.proc.pid!, "SIGTERM");
+      const r = await run.done;
+      assert.equal(r.code, 143, r.stderr);
+      assert.equal(existsSync(marker), false);
+      assert.equal((await inspect(admin, name)).waiters, 0, "the cancelled wait left the queue");
+    } finally {
+      await release(lease);
+    }
+  });
+
+  test("unreachable Redis, bad URL, bad duration and other mistakes: exit code and one line", T, async () => {
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const cases: Array<[string[], Options, number, RegExp]> = [
+      [["run", "x", "--url", dead, "--", "true"], {}, 5, /cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+: /],
+      // REDIS_URL is used, and a password in it is not printed.
+      [
+        ["inspect"],
+        { env: { REDIS_URL: dead.replace("//", "//user:secret@") } },
+        5,
+        /cannot connect to Redis at redis:\/\/user:\*\*\*@/,
+      ],
+      [["run", "x", "--url", "http://localhost:6379", "--", "true"], {}, 2, /bad --url .*redis:\/\/ or rediss:\/\//],
+      [["inspect"], { env: { REDIS_URL: "localhost:6379/x" } }, 2, /bad REDIS_URL/],
+      [["run", "x", "--lease", "10x", "--", "true"], {}, 2, /bad --lease '10x': expected a duration/],
+      [["run", "x", "--frob", "--", "true"], {}, 2, /unknown option '--frob'/],
+      [
+        ["run", "x", "--", "redlease-test-no-such-command"],
+        {},
+        127,
+        /cannot run 'redlease-test-no-such-command': command not found/,
+      ],
+    ];
+    const results = await Promise.all(cases.map(([args, o]) => cli(args, o)));
+    results.forEach((r, i) => {
+      const [args, , code, re] = cases[i];
+      assert.equal(r.code, code, `${args.join(" ")}: ${r.stderr}`);
+      oneLine(r, re);
+      assert.equal(r.stdout, "", args.join(" "));
+    });
+    // --url wins over REDIS_URL.
+    const ok = await cli(["inspect", "--url", srv.url], { env: { REDIS_URL: dead } });
+    assert.equal(ok.code, 0, ok.stderr);
+  });
+
+  test("inspect lists held leases as a table and as --json, filtered by PATTERN and --prefix", T, async () => {
+    const base = unique("insp");
+    const a = await acquire(admin, `${base}:a`);
+    const b1 = await acquire(admin, `${base}:b`, { owner: "bob", leaseMs: 60_000 });
+    const b2 = await acquire(admin, `${base}:b`, { owner: "bob", leaseMs: 60_000 });
+    const other = await acquire(admin, `${base}:c`, { prefix: "other" });
+    const odd = await acquire(admin, `${base}:{o}d%7D`); // '}' and '%' are percent-encoded in its key
+    const waiterClient = await srv.client();
+    const waiting = acquire(waiterClient, `${base}:a`, { waitMs: 30_000 });
+    try {
+      for (let i = 0; i < 200 && (await inspect(admin, `${base}:a`)).waiters === 0; i++) await sleep(25);
+      const [json, table, prefixed] = await Promise.all([
+        cli(["inspect", `${base}:*`, "--json"]),
+        cli(["inspect", `${base}:*`]),
+        cli(["--prefix", "other", "inspect", "--json"]),
+      ]);
+      assert.equal(json.code, 0, json.stderr);
+      const list = JSON.parse(json.stdout);
+      assert.deepEqual(list.map((l: { name: string }) => l.name), [`${base}:a`, `${base}:b`, `${base}:{o}d%7D`]);
+      const [la, lb, lodd] = list;
+      assert.equal(lodd.fence, odd.fence);
+      assert.deepEqual(la.owners, [{ owner: a.owner, holds: 1 }]);
+      assert.equal(la.held, true);
+      assert.equal(la.fence, a.fence);
+      assert.equal(la.waiters, 1);
+      assert.ok(la.remainingMs > 0 && la.remainingMs <= 30_000, String(la.remainingMs));
+      assert.deepEqual(lb.owners, [{ owner: "bob", holds: 2 }]);
+      assert.equal(lb.fence, b1.fence);
+      assert.ok(lb.remainingMs > 0 && lb.remainingMs <= 60_000);
+      assert.equal(lb.waiters, 0);
+
+      assert.equal(table.code, 0, table.stderr);
+      const rows = table.stdout.trim().split("\n");
+      assert.match(rows[0], /^NAME +OWNER +HOLDS +REMAINING +FENCE +WAITERS$/);
+      assert.equal(rows.length, 4);
+      assert.match(rows[1], new RegExp(`^${base}:a +${a.owner} +1 +[\\d.]+s +${a.fence} +1$`));
+      assert.match(rows[2], new RegExp(`^${base}:b +bob +2 +[\\d.]+s +${b1.fence} +0$`));
+
+      assert.equal(prefixed.code, 0, prefixed.stderr);
+      const p = JSON.parse(prefixed.stdout);
+      assert.deepEqual(p.map((l: { name: string }) => l.name), [`${base}:c`]);
+      assert.equal(p[0].fence, other.fence);
+    } finally {
+      await release(a);
+      const handedOver = await waiting.catch(() => undefined);
+      if (handedOver) await release(handedOver);
+      await release(b2);
+      await release(b1);
+      await release(other);
+      await release(odd);
+    }
+    // Released: gone from the default listing, still a fence record for --all.
+    const [gone, all] = await Promise.all([
+      cli(["inspect", `${base}:*`]),
+      cli(["inspect", `${base}:*`, "--json", "--all"]),
+    ]);
+    assert.equal(gone.code, 0, gone.stderr);
+    assert.equal(gone.stdout, `no held leases match '${base}:*'\n`);
+    const rec = JSON.parse(all.stdout);
+    assert.deepEqual(rec.map((l: { name: string; held: boolean }) => [l.name, l.held]), [
+      [`${base}:a`, false],
+      [`${base}:b`, false],
+      [`${base}:{o}d%7D`, false],
+    ]);
+  });
+
+  test(
+    "unlock --force removes a held lease (its holder loses it); exit 1 when not held, 2 without --force",
+    T,
+    async () => {
+      const name = unique("unlock");
+      const lease = await acquire(admin, name, { watchdogMs: 600 });
+      const refused = await cli(["unlock", name]);
+      assert.equal(refused.code, 2);
+      oneLine(refused, /without --force/);
+      assert.equal((await inspect(admin, name)).held, true, "nothing done without --force");
+
+      const r = await cli(["unlock", name, "--force"]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, `unlocked '${name}'\n`);
+      assert.equal((await inspect(admin, name)).held, false);
+      const reason = lease.signal.aborted
+        ? lease.signal.reason
+        : await new Promise((resolve) =>
+          lease.signal.addEventListener("abort", () => resolve(lease.signal.reason), { once: true })
+        );
+      assert.ok(reason instanceof LeaseLostError && reason.why === "not-held", String(reason));
+
+      const again = await cli(["unlock", name, "--force"]);
+      assert.equal(again.code, 1);
+      oneLine(again, new RegExp(`lease '${name}' was not held`));
+    },
+  );
+
+  test("without node-redis installed the CLI says so in one line (exit 5)", T, async () => {
+    // A copy of the CLI and the library where no node_modules can be found.
+    const copy = mkdtempSync(join(tmpdir(), "redlease-noredis-"));
+    try {
+      for (const p of ["cli", "src", "mod.ts"]) cpSync(join(root, p), join(copy, p), { recursive: true });
+      writeFileSync(join(copy, "package.json"), '{ "type": "module", "version": "0.0.0" }\n');
+      const [cmd, pre] = runtimeArgs(join(copy, "cli", "redlease.ts"));
+      // On Node the tsx loader is given by absolute URL, since it cannot be resolved from the copy either; Bun
+      // is told not to auto-install the missing package.
+      const argv0: [string, string[]] = runtimeName() === "node"
+        ? [cmd, [
+          "--import",
+          pathToFileURL(join(root, "node_modules", "tsx", "dist", "loader.mjs")).href,
+          ...pre.slice(2),
+        ]]
+        : runtimeName() === "bun"
+        ? [cmd, ["--no-install", ...pre]]
+        : [cmd, pre];
+      const r = await cli(["inspect"], { cwd: copy, argv0 });
+      assert.equal(r.code, 5, r.stderr);
+      oneLine(r, /^redlease: redlease CLI needs node-redis: npm install redis@4$/);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+});

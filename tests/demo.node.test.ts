@@ -1,0 +1,173 @@
+// `npm run demo` (scripts/demo.ts) in its quick mode: the unsafe modes show their anomalies, redlease none.
+// Node only: the demo starts several app-server processes and a market of ten connections.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { type Client, type RedisServer, startRedis } from "./_redis.ts";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+interface SaleResult {
+  mode: string;
+  requests: number;
+  sold: number;
+  stockLeft: number;
+  oversold: number;
+  duplicateOrders: number;
+  wrongOwnerReleases: number;
+  expiredMidSection: number;
+  fencedOut: number;
+  errors: number;
+}
+
+interface MarketResult {
+  variant: string;
+  listings: number;
+  purchases: number;
+  consistent: boolean;
+}
+
+interface Output {
+  sale: { config: { items: number; requests: number }; results: SaleResult[] };
+  market: { results: MarketResult[] };
+}
+
+function demo(args: string[], env: Record<string, string | undefined>) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string; killed: boolean }>((resolve) => {
+    const e: Record<string, string> = {};
+    for (const [k, v] of Object.entries({ ...process.env, ...env })) if (v !== undefined) e[k] = v;
+    const child = spawn(process.execPath, ["--import", "tsx", "scripts/demo.ts", ...args], {
+      cwd: root,
+      env: e,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    let killed = false;
+    child.stdout!.on("data", (d) => (stdout += d));
+    child.stderr!.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      killed = true;
+      child.kill("SIGKILL");
+    }, 90_000);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, killed });
+    });
+  });
+}
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1");
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
+function checkRedlease(r: SaleResult | undefined, items: number, requests: number): void {
+  assert.ok(r, "the redlease mode ran");
+  assert.equal(r.requests, requests, "every request was handled");
+  assert.equal(r.errors, 0, "no lock wait timed out");
+  assert.equal(r.oversold, 0, "redlease oversold");
+  assert.equal(r.duplicateOrders, 0, "a user ordered twice under redlease");
+  assert.equal(r.wrongOwnerReleases, 0);
+  assert.equal(r.expiredMidSection, 0, "a lease was lost");
+  assert.equal(r.fencedOut, 0);
+  assert.ok(r.sold <= items);
+  // More distinct users than items, each asking at least once: the whole stock sells, and only the stock.
+  assert.equal(r.sold, items);
+  assert.equal(r.stockLeft, 0);
+}
+
+describe("demo (node)", () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), "redlease-demo-test-"));
+  });
+  after(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("quick demo on its own redis-server: no lock oversells, naive locks expire mid-section, redlease has no anomaly", async () => {
+    const json = join(dir, "quick.json");
+    const r = await demo(["--quick", "--json-out", json], { REDIS_URL: undefined });
+    assert.equal(r.killed, false, `demo still running after 90 s; stderr: ${r.stderr}`);
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(readFileSync(json, "utf8")) as Output;
+    const { items, requests } = out.sale.config;
+    const by = new Map(out.sale.results.map((x) => [x.mode, x]));
+    assert.deepEqual([...by.keys()], ["no-lock", "naive", "redlease"]);
+
+    const none = by.get("no-lock")!;
+    assert.ok(none.oversold > 0, `no lock did not oversell: ${JSON.stringify(none)}`);
+    assert.equal(none.sold, items + none.oversold);
+    const naive = by.get("naive")!;
+    assert.ok(naive.expiredMidSection > 0, `the naive TTL never ran out under a holder: ${JSON.stringify(naive)}`);
+    checkRedlease(by.get("redlease"), items, requests);
+
+    assert.deepEqual(out.market.results.map((m) => m.variant), ["watch", "coarse lock", "lock per item"]);
+    for (const m of out.market.results) assert.equal(m.consistent, true, `${m.variant} lost money or items`);
+    for (const m of out.market.results.slice(1)) assert.ok(m.purchases > 0, `${m.variant}: no purchase`);
+
+    // The markdown tables on stdout.
+    assert.match(r.stdout, /## Flash sale/);
+    assert.match(
+      r.stdout,
+      /\| mode +\| requests +\| sold \/ stock +\| oversold +\| duplicate orders +\| released by wrong owner/,
+    );
+    assert.match(r.stdout, /\| redlease +\| +\d+ \| +(\d+) \/ \1 \| +0 \| +0 \| +0 \| +0 \| +0 \|/);
+    assert.match(r.stdout, /## Market[\s\S]*\| WATCH\/MULTI retries[\s\S]*\| one market lease[\s\S]*\| lease per item/);
+    // Progress goes to stderr (one line per phase when it is not a terminal), and the server is gone.
+    assert.match(r.stderr, /flash sale: redlease +done in/);
+    const port = Number(/throwaway redis-server on port (\d+)/.exec(r.stderr)?.[1]);
+    assert.ok(port > 0, r.stderr);
+    assert.equal(await portOpen(port), false, "the demo's redis-server is still running");
+  });
+
+  describe("with REDIS_URL", () => {
+    let srv: RedisServer;
+    let admin: Client;
+    before(async () => {
+      srv = await startRedis();
+      admin = await srv.client();
+    });
+    after(async () => {
+      await srv.stop();
+    });
+
+    test("uses that Redis, touches only its own keys and deletes them afterwards", async () => {
+      await admin.set("unrelated", "keep me");
+      const json = join(dir, "url.json");
+      const r = await demo(["--quick", "--mode", "redlease", "--no-market", "--json-out", json], {
+        REDIS_URL: srv.url,
+      });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stderr, /using REDIS_URL/);
+      const out = JSON.parse(readFileSync(json, "utf8")) as Output;
+      assert.deepEqual(out.sale.results.map((x) => x.mode), ["redlease"]);
+      checkRedlease(out.sale.results[0], out.sale.config.items, out.sale.config.requests);
+      assert.equal(await admin.get("unrelated"), "keep me");
+      assert.deepEqual(await admin.keys("*"), ["unrelated"]);
+    });
+  });
+
+  test("without redis-server on PATH and without REDIS_URL: one line saying how to install it", async () => {
+    const r = await demo(["--quick"], { REDIS_URL: undefined, PATH: "/nonexistent" });
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, "");
+    assert.match(
+      r.stderr,
+      /^demo: the demo needs redis-server .*apt-get install redis-server.*brew install redis.*REDIS_URL/,
+    );
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  });
+});
