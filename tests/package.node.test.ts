@@ -203,6 +203,22 @@ describe("npm package (built, packed and installed)", () => {
     });
   }
 
+  test("the installed bin runs: `redlease run` holds a lease for a command, on Node and Bun", {
+    timeout: 90_000,
+  }, async () => {
+    const redleaseBin = join(project, "node_modules", ".bin", "redlease");
+    const help = ok(await run(redleaseBin, ["--help"], project, 30_000), "redlease --help");
+    assert.match(help.stdout, /redlease run NAME/);
+    const child = [process.execPath, "-e", "process.stdout.write('fence=' + process.env.REDLEASE_FENCE)"];
+    const viaNode = ok(await run(redleaseBin, ["run", "--url", srv.url, "pkg-bin", "--", ...child], project, 30_000), "run");
+    assert.match(viaNode.stdout, /fence=\d+/);
+    const viaBun = ok(
+      await run(bin("bun"), [redleaseBin, "run", "--url", srv.url, "pkg-bin", "--", ...child], project, 30_000),
+      "bun run",
+    );
+    assert.match(viaBun.stdout, /fence=\d+/);
+  });
+
   test("every built subpath loads on Node with import and with require, exporting the same names", {
     timeout: 90_000,
   }, async () => {
