@@ -26,13 +26,13 @@ if len < 2 then
   if wid ~= '' then redis.call('LREM', q, 1, entry) end
   return f
 end
-local v = redis.call('HGET', h, '')
-local fs, granted = string.match(v, '^(%d+):?(.*)$')
+local hv = redis.call('HMGET', h, '', owner)
+local fs, granted = string.match(hv[1], '^(%d+):?(.*)$')
 if wid ~= '' and granted == wid then
   -- Handed to this waiter while it slept (its message was missed or is still in flight): no second count.
   return tonumber(fs)
 end
-if redis.call('HEXISTS', h, owner) == 1 then
+if hv[2] then
   redis.call('HINCRBY', h, owner, 1)
   redis.call('PEXPIRE', h, ms, 'GT')
   return tonumber(fs)

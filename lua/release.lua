@@ -21,9 +21,10 @@ if ARGV[4] ~= '' then
   local v = redis.call('HGET', h, '')
   if not v or string.match(v, ':(.*)$') ~= ARGV[4] then return 0 end
 end
-local c = tonumber(redis.call('HGET', h, owner))
+local hv = redis.call('HMGET', h, owner, '')
+local c = tonumber(hv[1])
 if not c then return 0 end
-if ARGV[6] ~= '' and fence_of(redis.call('HGET', h, '')) ~= tonumber(ARGV[6]) then return 0 end
+if ARGV[6] ~= '' and fence_of(hv[2]) ~= tonumber(ARGV[6]) then return 0 end
 if c > 1 then
   redis.call('HINCRBY', h, owner, -1)
   return 1
