@@ -1,6 +1,11 @@
 // The checker: from the sections the workers recorded and what the resource server logged, count overlapping
 // critical sections, lost counter updates and stale fenced writes, and split each into what lease loss
 // explains (a holder whose lease was lost kept going: expected, and fenced) and what it does not (must be 0).
+//
+// Overlaps are decided on ONE clock, the resource redis-server's: each section's [first, last] resource command
+// in the order that server executed them (with its TIME in µs). The workers' wall clocks (performance.timeOrigin
+// + now(), one per process) disagree by a millisecond or two under load, so an overlap computed from them is
+// kept only as a diagnostic (wallClockOverlapsLive) and decides nothing.
 import type { FaultEvent, ScenarioSpec } from "./_scenario.ts";
 import type { Section, WorkerResult } from "./_protocol.ts";
 
@@ -52,11 +57,27 @@ export interface Analysis {
   /** Sections whose lease was lost (signal aborted with LeaseLostError, or release() said it was not held). */
   lostSections: number;
   lostByWhy: Record<string, number>;
+  /**
+   * Pairs of sections of different workers whose intervals on the resource server's clock intersect, neither
+   * holder having lost its lease (must be 0) / at least one of them having lost it (expected, fenced).
+   */
   overlapsLive: number;
   overlapsLost: number;
-  /** Smallest gap between one live section's end and the next live section's start, ms. */
+  /**
+   * Smallest gap on the resource server's clock between one live section's last resource command and the next
+   * live section's first one, ms (release + acquire + one round trip; negative only if they overlapped).
+   */
   minHandoffGapMs: number | null;
-  /** Longest time nobody was inside a critical section (from the start of the run to its end), ms. */
+  /**
+   * Diagnostic only, decides nothing: live overlaps and the smallest live handoff gap computed from the workers'
+   * own wall clocks (a different clock per process: under load they disagree by a millisecond or two, which
+   * shows up here as small negative gaps and spurious overlaps).
+   */
+  wallClockOverlapsLive: number;
+  wallClockMinHandoffGapMs: number | null;
+  /** Sections no resource command of which completed (no server interval: they touched nothing there). */
+  sectionsOffServer: number;
+  /** Longest time nobody was inside a critical section (from the start of the run to its end; wall clocks), ms. */
   maxIdleMs: number;
   expectedIncrements: number;
   finalCounter: number;
@@ -102,6 +123,19 @@ export function isLost(s: Section): boolean {
   return s.lostAt !== undefined || s.released === false;
 }
 
+type OnServer = Section & Required<Pick<Section, "srvStart" | "srvEnd" | "opStart" | "opEnd">>;
+
+/** A section with an interval on the resource server's clock (at least one of its resource commands completed). */
+function onServer(s: Section): s is OnServer {
+  return s.opStart !== undefined && s.opEnd !== undefined && s.srvStart !== undefined && s.srvEnd !== undefined;
+}
+
+/** One line about a section for a problem report: its interval on both clocks. */
+function describe(s: Section): string {
+  return `${tag(s)} fence ${s.fence} server ops ${s.opStart}..${s.opEnd} (${s.srvStart}..${s.srvEnd} µs), ` +
+    `wall ${s.start.toFixed(3)}..${s.end.toFixed(3)}${isLost(s) ? ` lost (${s.why ?? "release-false"})` : ""}`;
+}
+
 function spread(xs: number[]): { min: number; p50: number; max: number } | null {
   if (xs.length === 0) return null;
   const s = [...xs].sort((a, b) => a - b);
@@ -116,22 +150,49 @@ export function analyze(input: AnalyzeInput): Analysis {
   const byTag = new Map(sections.map((s) => [tag(s), s]));
   const runtimeOf = new Map(workers.map((w) => [w.id, w.runtime]));
 
-  // --- overlapping critical sections, from the wall timestamps
+  // --- overlapping critical sections, on the resource server's clock. The server runs one command at a time, so
+  // its command sequence (opStart/opEnd) orders every resource command of every worker exactly; TIME (srv*, µs)
+  // gives the same order but can tie within one microsecond. Sorted by first command, section b (later start)
+  // overlaps a iff b's first command ran before a's last one.
+  const stamped = sections.filter(onServer).sort((a, b) => a.opStart - b.opStart);
   let overlapsLive = 0;
   let overlapsLost = 0;
-  for (let i = 0; i < sections.length; i++) {
-    const a = sections[i];
-    for (let j = i + 1; j < sections.length && sections[j].start < a.end; j++) {
-      const b = sections[j];
+  for (let i = 0; i < stamped.length; i++) {
+    const a = stamped[i];
+    for (let j = i + 1; j < stamped.length && stamped[j].opStart < a.opEnd; j++) {
+      const b = stamped[j];
       if (b.w === a.w) continue;
       if (isLost(a) || isLost(b)) overlapsLost++;
       else {
         overlapsLive++;
-        if (overlapsLive <= 3) problems.push(`live overlap: ${JSON.stringify(a)} / ${JSON.stringify(b)}`);
+        if (overlapsLive <= 3) problems.push(`live overlap on the resource server: ${describe(a)} / ${describe(b)}`);
       }
     }
   }
-  const live = sections.filter((s) => !isLost(s));
+  // Live sections in server order (for live holders, that is grant order).
+  const live = stamped.filter((s) => !isLost(s));
+  let minGap: number | null = null;
+  for (let i = 1; i < live.length; i++) {
+    const gap = (live[i].srvStart - live[i - 1].srvEnd) / 1000;
+    if (minGap === null || gap < minGap) minGap = gap;
+  }
+
+  // --- the same from the workers' wall clocks: a diagnostic only (one clock per process; they disagree)
+  let wallClockOverlapsLive = 0;
+  for (let i = 0; i < sections.length; i++) {
+    const a = sections[i];
+    for (let j = i + 1; j < sections.length && sections[j].start < a.end; j++) {
+      const b = sections[j];
+      if (b.w !== a.w && !isLost(a) && !isLost(b)) wallClockOverlapsLive++;
+    }
+  }
+  const liveByWall = sections.filter((s) => !isLost(s));
+  let wallMinGap: number | null = null;
+  for (let i = 1; i < liveByWall.length; i++) {
+    const gap = liveByWall[i].start - liveByWall[i - 1].end;
+    if (wallMinGap === null || gap < wallMinGap) wallMinGap = gap;
+  }
+
   let maxIdle = 0;
   let busyUntil = input.startWall;
   for (const s of sections) {
@@ -139,11 +200,6 @@ export function analyze(input: AnalyzeInput): Analysis {
     busyUntil = Math.max(busyUntil, s.end);
   }
   maxIdle = Math.max(maxIdle, input.endWall - busyUntil);
-  let minGap: number | null = null;
-  for (let i = 1; i < live.length; i++) {
-    const gap = live[i].start - live[i - 1].end;
-    if (minGap === null || gap < minGap) minGap = gap;
-  }
 
   // --- lost counter updates. Each write sets counter = read + 1 and reports what it overwrote (old), so the
   // final counter is (number of writes) − Σ (old − read): a section whose old ≠ read had other writes land
@@ -195,7 +251,7 @@ export function analyze(input: AnalyzeInput): Analysis {
   const rejectedLiveWrites = sections.filter((s) => !isLost(s) && s.fenced === 0).length;
   if (rejectedLiveWrites > 0) problems.push(`${rejectedLiveWrites} fenced writes of live holders rejected`);
 
-  // --- fences: unique per grant, and increasing in grant order (= start order, for live sections)
+  // --- fences: unique per grant, and increasing in grant order (= server order, for live sections)
   let fenceViolations = 0;
   const seen = new Set<number>();
   for (const s of sections) {
@@ -304,6 +360,9 @@ export function analyze(input: AnalyzeInput): Analysis {
     overlapsLive,
     overlapsLost,
     minHandoffGapMs: minGap === null ? null : Math.round(minGap * 1000) / 1000,
+    wallClockOverlapsLive,
+    wallClockMinHandoffGapMs: wallMinGap === null ? null : Math.round(wallMinGap * 1000) / 1000,
+    sectionsOffServer: sections.length - stamped.length,
     maxIdleMs: Math.round(maxIdle),
     expectedIncrements: expected,
     finalCounter: input.counter,

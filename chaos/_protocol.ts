@@ -1,33 +1,47 @@
 // What the chaos workers and the checker share: the configuration a worker gets, the record of each critical
 // section it ran, and the scripts of the protected "resource" (a separate redis-server).
 
+/**
+ * Every resource script reads the resource server's clock: `TIME` as microseconds, and the script's position in
+ * the server's own order of resource commands (an INCR of the ops key, KEYS[3]). The checker decides whether two
+ * critical sections overlapped from these alone, on this one server's clock, never from the workers' clocks. The
+ * sequence number is the exact order (two scripts can run within the same microsecond); TIME gives durations.
+ */
+const STAMP = `local t = redis.call('TIME')
+local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local op = redis.call('INCR', KEYS[3])`;
+
 /** The Lua scripts run on the resource server (EVAL: they are tiny and that server is never faulted). */
 export const RESOURCE = {
   /**
-   * The read half of the non-atomic read–sleep–write: the counter and how many writes the log holds so far.
-   * KEYS: counter, write log. Returns { counter, log length }.
+   * The read half of the non-atomic read–sleep–write, and the first resource command of a section: the counter
+   * and how many writes the log holds so far.
+   * KEYS: counter, write log, ops. Returns { counter, log length, op, server µs }.
    */
-  read: `return { tonumber(redis.call('GET', KEYS[1]) or '0'), redis.call('LLEN', KEYS[2]) }`,
+  read: `${STAMP}
+return { tonumber(redis.call('GET', KEYS[1]) or '0'), redis.call('LLEN', KEYS[2]), op, us }`,
   /**
    * The write half: SET the counter to the value computed from the earlier read, returning what it overwrote,
    * and append the writer's tag to the write log (so the checker can tell whose writes came in between).
-   * KEYS: counter, write log. ARGV: new value, writer tag. Returns { overwritten value, log length after }.
+   * KEYS: counter, write log, ops. ARGV: new value, writer tag. Returns { overwritten value, log length after,
+   * op, server µs }.
    */
-  write: `local old = tonumber(redis.call('GET', KEYS[1]) or '0')
+  write: `${STAMP}
+local old = tonumber(redis.call('GET', KEYS[1]) or '0')
 redis.call('SET', KEYS[1], ARGV[1])
-return { old, redis.call('RPUSH', KEYS[2], ARGV[2]) }`,
+return { old, redis.call('RPUSH', KEYS[2], ARGV[2]), op, us }`,
   /**
-   * The fenced register: accept a write only if its token is above the last accepted one, and log every
-   * accepted token with the server time.
-   * KEYS: register, accepted log. ARGV: token, writer tag. Returns 1 accepted, 0 rejected.
+   * The fenced register, and the last resource command of a section: accept a write only if its token is above
+   * the last accepted one, and log every accepted token with the server time.
+   * KEYS: register, accepted log, ops. ARGV: token, writer tag. Returns { 1 accepted / 0 rejected, op, server µs }.
    */
-  fenced: `if tonumber(ARGV[1]) > tonumber(redis.call('GET', KEYS[1]) or '0') then
+  fenced: `${STAMP}
+if tonumber(ARGV[1]) > tonumber(redis.call('GET', KEYS[1]) or '0') then
   redis.call('SET', KEYS[1], ARGV[1])
-  local t = redis.call('TIME')
   redis.call('RPUSH', KEYS[2], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. t[1] .. string.format('%06d', tonumber(t[2])))
-  return 1
+  return { 1, op, us }
 end
-return 0`,
+return { 0, op, us }`,
 } as const;
 
 /** Keys on the resource server for one scenario. */
@@ -37,6 +51,8 @@ export function resourceKeys(prefix: string) {
     writes: `${prefix}:writes`,
     register: `${prefix}:register`,
     accepted: `${prefix}:accepted`,
+    /** The resource server's command sequence (see STAMP). */
+    ops: `${prefix}:ops`,
   };
 }
 
@@ -64,6 +80,11 @@ export interface WorkerConfig {
   csSleepMs: number;
   /** Faults this worker applies to itself, at `atMs` after GO (first section that starts after that). */
   faults?: WorkerFault[];
+  /**
+   * Checker self-test only: do not acquire the lease at all. Each "section" takes a fresh fence from an INCR on
+   * the lock server (as if granted) and runs unprotected, so the checker must report overlaps and lost updates.
+   */
+  noLock?: boolean;
 }
 
 /** What the worker observed in a section where it applied a fault to itself. */
@@ -81,13 +102,26 @@ export interface FaultRecord {
   why?: string;
 }
 
-/** One critical section (one held lease) as a worker recorded it. Times are wall ms (timeOrigin + now()). */
+/**
+ * One critical section (one held lease) as a worker recorded it. `start`, `end` and `lostAt` are the worker's
+ * wall ms (timeOrigin + now(): each process has its own clock, so they only order sections of one worker
+ * reliably); `srv*` and `op*` are on the resource server's clock, the one the checker decides overlaps on.
+ */
 export interface Section {
   w: string;
   seq: number;
   fence: number;
   start: number;
   end: number;
+  /**
+   * The section on the resource server's clock: TIME (µs) of its first resource command (the read) and of its
+   * last one that completed (the fenced write, else the counter write, else the read), and the positions of the
+   * same two commands in the server's command order. Absent if no resource command completed.
+   */
+  srvStart?: number;
+  srvEnd?: number;
+  opStart?: number;
+  opEnd?: number;
   /** Counter value and write-log length at the read. */
   read?: number;
   readLen?: number;

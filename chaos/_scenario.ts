@@ -56,6 +56,8 @@ export interface ScenarioSpec {
   lockArgs?: string[];
   victims?: Victim[];
   inject?: Injector;
+  /** The checker's self-test: workers skip acquiring (see WorkerConfig.noLock); the analysis must fail. */
+  noLock?: boolean;
 }
 
 export interface FaultEvent {
@@ -146,6 +148,7 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
         waitMs: spec.waitMs ?? 5_000,
         csSleepMs: spec.csSleepMs ?? 3,
         faults: (spec.victims ?? []).filter((v) => v.worker === i).map((v) => v.fault),
+        noLock: spec.noLock || undefined,
       };
       children.push(startWorker(rt, cfg));
     });

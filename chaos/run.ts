@@ -10,6 +10,8 @@
  *   npm run chaos -- --only sigstop,client-kill
  *   npm run chaos -- --runtimes node,bun,deno  one worker per listed entry
  *   npm run chaos -- --soak [--cycles 200000]  the soak instead (chaos/soak.ts, run with --expose-gc)
+ *   npm run chaos -- --self-test               the checker's self-test: workers skip the lock; exits 0 only if
+ *                                              the checker reports the live overlaps and lost updates
  *
  * Exits non-zero if any scenario shows an overlap, a lost update or a rejected write among live holders, a stale
  * fenced write accepted, a fence out of order, or a paused/blocked holder whose late write was not rejected.
@@ -19,7 +21,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Analysis } from "./_analyze.ts";
 import { root, runScenario, type Runtime } from "./_scenario.ts";
-import { ALL_RUNTIMES, scenarios } from "./scenarios.ts";
+import { ALL_RUNTIMES, scenarios, selfTestScenario } from "./scenarios.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string) => {
@@ -37,6 +39,20 @@ if (argv.includes("--soak")) {
 }
 
 const runtimes = (opt("--runtimes")?.split(",") as Runtime[] | undefined) ?? ALL_RUNTIMES;
+
+if (argv.includes("--self-test")) {
+  const spec = selfTestScenario(runtimes);
+  console.log(`=== ${spec.name}: ${spec.fault} (${spec.workers.join(", ")}; ${spec.durationMs} ms)`);
+  const a = (await runScenario(spec)).analysis;
+  const caught = !a.ok && a.overlapsLive > 0 && a.lostUpdatesLive > 0;
+  console.log(
+    `  ${a.acquisitions} sections: overlaps live ${a.overlapsLive} (resource server clock; wall-clock diagnostic ` +
+      `${a.wallClockOverlapsLive}), lost updates live ${a.lostUpdatesLive} of ${a.expectedIncrements}, ` +
+      `${a.problems.length} problems, verdict ${a.ok ? "ok" : "FAIL"}`,
+  );
+  console.log(caught ? "self-test passed: the checker reports the violations" : "SELF-TEST FAILED: not reported");
+  process.exit(caught ? 0 : 1);
+}
 const only = opt("--only")?.split(",");
 const selected = scenarios(runtimes).filter((s) => !only || only.includes(s.name));
 if (selected.length === 0) {
@@ -57,7 +73,9 @@ for (const spec of selected) {
   raw.push({ analysis: a, faults: run.faults, failed: run.failed });
   console.log(
     `  ${a.ok ? "ok" : "FAIL"}: ${a.acquisitions} acquisitions (${a.acqPerSec}/s), overlaps live ${a.overlapsLive} / ` +
-      `lost holders ${a.overlapsLost}, lost updates live ${a.lostUpdatesLive} / lost holders ${a.lostUpdatesByLostHolders}, ` +
+      `lost holders ${a.overlapsLost} (resource server clock; min live handoff gap ${a.minHandoffGapMs} ms), ` +
+      `wall-clock diagnostic: overlaps live ${a.wallClockOverlapsLive}, min gap ${a.wallClockMinHandoffGapMs} ms; ` +
+      `lost updates live ${a.lostUpdatesLive} / lost holders ${a.lostUpdatesByLostHolders}, ` +
       `stale fenced accepted ${a.staleAccepted}, late writes rejected ${a.lateWritesRejected}`,
   );
   for (const p of a.problems.slice(0, 10)) console.log(`  problem: ${p.slice(0, 600)}`);
@@ -87,7 +105,10 @@ lines.push(
   "acq/s: critical sections per second (total). Longest idle: the longest time nobody was inside a critical " +
     "section. Lost holders: holders whose lease was lost before they were done (signal aborted with LeaseLostError, " +
     "or release() returned false); their overlaps and lost counter updates are expected, and their late fenced " +
-    "writes must be rejected once a newer holder has written. Live: everyone else; every live column must be 0.",
+    "writes must be rejected once a newer holder has written. Live: everyone else; every live column must be 0. " +
+    "Overlaps are decided on the resource redis-server's clock (each section's first to last resource command, in " +
+    "the order that server ran them); the overlaps computed from the workers' own wall clocks are in chaos.json " +
+    "(wallClockOverlapsLive) as a diagnostic only.",
 );
 const victims = analyses.flatMap((a) => a.victims.map((v) => ({ scenario: a.scenario, ...v })));
 if (victims.length > 0) {

@@ -93,3 +93,18 @@ export function scenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
     },
   ];
 }
+
+/**
+ * The checker's self-test (`npm run chaos -- --self-test`, and tests/chaos.node.test.ts): the workers skip the
+ * lock altogether, so their sections really overlap on the resource server and the analysis must report live
+ * overlaps and lost updates, i.e. fail. A checker that passes this run cannot see a mutual-exclusion violation.
+ */
+export function selfTestScenario(workers: Runtime[] = ["node", "node", "node"], durationMs = 1_500): ScenarioSpec {
+  return {
+    name: "self-test-no-lock",
+    fault: "none, but the workers do not acquire the lease at all (checker self-test: must be reported)",
+    workers,
+    durationMs,
+    noLock: true,
+  };
+}

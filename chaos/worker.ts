@@ -14,6 +14,9 @@
  * The worker is deliberately naive: it does not check `lease.signal` before writing, so that a holder whose
  * lease was lost (SIGSTOP, a blocked event loop, a key removed under it) performs its late writes and the
  * checker can see the fenced register reject them. It records what the signal said instead.
+ *
+ * With `noLock` (the checker's self-test) it does not acquire at all: every section takes a fresh fence from an
+ * INCR on the lock server and runs unprotected, so real overlaps and lost updates happen and must be reported.
  */
 import { createClient } from "redis";
 import { acquire, type AcquireOptions, type Lease, release } from "../mod.ts";
@@ -32,6 +35,10 @@ import {
 const cfg = JSON.parse(process.argv[2] ?? "null") as WorkerConfig | null;
 if (!cfg || !cfg.lockUrl || !cfg.resUrl || !cfg.name) {
   console.error("usage: worker.ts '<WorkerConfig JSON>' (see chaos/_protocol.ts)");
+  process.exit(2);
+}
+if (cfg.noLock && (cfg.faults ?? []).length > 0) {
+  console.error("worker.ts: a noLock worker takes no faults");
   process.exit(2);
 }
 
@@ -75,7 +82,8 @@ const options: AcquireOptions = cfg.leaseMs !== undefined
 
 // Warm-up: loads the library's scripts, so the timed phase sees only steady-state traffic.
 await release(await acquire(lock, `${cfg.name}:warm:${cfg.id}`, { waitMs: 0 }));
-await res.eval(RESOURCE.read, { keys: [keys.counter, keys.writes] });
+const resKeys = (...ks: string[]) => [...ks, keys.ops];
+await res.eval(RESOURCE.read, { keys: resKeys(keys.counter, keys.writes) });
 console.log(`READY ${process.pid}`);
 
 const endWall = await readGo();
@@ -101,17 +109,33 @@ async function observe(kind: FaultRecord["kind"], lease: Lease, t0: number): Pro
 }
 
 let seq = 0;
+/** The server-clock interval of a section: the first resource command, then each later one moves the end. */
+function stamp(s: Section, op: number, us: number): void {
+  if (s.opStart === undefined) {
+    s.opStart = op;
+    s.srvStart = us;
+  }
+  s.opEnd = op;
+  s.srvEnd = us;
+}
+
 while (wall() < endWall) {
-  let lease: Lease;
+  let lease: Lease | undefined;
+  let fence: number;
   try {
-    lease = await acquire(lock, cfg.name, options);
+    if (cfg.noLock) fence = Number(await lock.incr(`${cfg.name}:nolock-fence`));
+    else {
+      lease = await acquire(lock, cfg.name, options);
+      fence = lease.fence;
+    }
   } catch (e) {
     bump(`acquire:${errorClass(e)}`);
     await sleep(5);
     continue;
   }
-  const s: Section = { w: cfg.id, seq: seq++, fence: lease.fence, start: wall(), end: 0 };
-  const signal = lease.signal;
+  const s: Section = { w: cfg.id, seq: seq++, fence, start: wall(), end: 0 };
+  // No lease (self-test): a signal that never aborts.
+  const signal = lease?.signal ?? new AbortController().signal;
   const onAbort = () => {
     const r = signal.reason as { name?: string; why?: string } | undefined;
     if (r?.name === "LeaseLostError") {
@@ -122,41 +146,46 @@ while (wall() < endWall) {
   if (signal.aborted) onAbort();
   else signal.addEventListener("abort", onAbort, { once: true });
   try {
-    const [v, len] = await res.eval(RESOURCE.read, { keys: [keys.counter, keys.writes] }) as [number, number];
+    const [v, len, op0, us0] = await res.eval(RESOURCE.read, { keys: resKeys(keys.counter, keys.writes) }) as number[];
+    stamp(s, op0, us0);
     s.read = v;
     s.readLen = len;
+    // (A noLock worker has no faults: checked at startup.)
     const fault = faults.length > 0 && s.start - goWall >= faults[0].atMs ? faults.shift() : undefined;
     if (fault?.kind === "pause") {
       // t0 first: the parent may stop us as soon as the line is written, before the timer is even set.
       const t0 = performance.now();
       console.log(`PAUSEME ${s.seq}`);
       await sleep(fault.sleepMs); // one timer: the parent stops the process while it is pending
-      s.fault = await observe("pause", lease, t0);
+      s.fault = await observe("pause", lease!, t0);
     } else if (fault?.kind === "block") {
       const t0 = performance.now();
       while (performance.now() - t0 < fault.blockMs) { /* a synchronous event-loop block */ }
-      s.fault = await observe("block", lease, t0);
+      s.fault = await observe("block", lease!, t0);
     } else {
       await sleep(cfg.csSleepMs);
     }
-    const [old, idx] = await res.eval(RESOURCE.write, {
-      keys: [keys.counter, keys.writes],
+    const [old, idx, op1, us1] = await res.eval(RESOURCE.write, {
+      keys: resKeys(keys.counter, keys.writes),
       arguments: [String(v + 1), `${cfg.id}:${s.seq}`],
-    }) as [number, number];
+    }) as number[];
+    stamp(s, op1, us1);
     s.old = old;
     s.writeIdx = idx;
     s.abortedAtWrite = signal.aborted;
-    s.fenced = await res.eval(RESOURCE.fenced, {
-      keys: [keys.register, keys.accepted],
-      arguments: [String(lease.fence), `${cfg.id}:${s.seq}`],
-    }) as 0 | 1;
+    const [ok, op2, us2] = await res.eval(RESOURCE.fenced, {
+      keys: resKeys(keys.register, keys.accepted),
+      arguments: [String(fence), `${cfg.id}:${s.seq}`],
+    }) as number[];
+    stamp(s, op2, us2);
+    s.fenced = ok === 1 ? 1 : 0;
   } catch (e) {
     s.err = errorClass(e);
     bump(`section:${s.err}`);
   }
   s.end = wall();
   try {
-    s.released = await release(lease);
+    if (lease) s.released = await release(lease);
   } catch (e) {
     s.releaseErr = errorClass(e);
     bump(`release:${s.releaseErr}`);
