@@ -37,16 +37,16 @@ export function checkPrefix(op: string, options: KeyOptions | undefined): string
   return prefix;
 }
 
-function checkMs(op: string, what: string, v: unknown, min: number): number {
-  if (typeof v !== "number") fail(op, what, `must be an integer from ${min} to ${MAX_TIMER_MS}`, v);
-  if (!Number.isInteger(v) || v < min || v > MAX_TIMER_MS) {
-    fail(op, what, `must be an integer from ${min} to ${MAX_TIMER_MS}`, v, RangeError);
-  }
+/** An integer option from min to max: TypeError when not a number, RangeError when out of range. */
+function checkInt(op: string, what: string, v: unknown, min: number, max = MAX_TIMER_MS): number {
+  const must = `must be an integer from ${min} to ${max}`;
+  if (typeof v !== "number") fail(op, what, must, v);
+  if (!Number.isInteger(v) || v < min || v > max) fail(op, what, must, v, RangeError);
   return v;
 }
 
 export function checkLeaseMs(op: string, v: unknown): number {
-  return checkMs(op, "leaseMs", v, 1);
+  return checkInt(op, "leaseMs", v, 1);
 }
 
 /** Options resolved and checked. */
@@ -81,7 +81,7 @@ export function resolveAcquire(
     watchdog = false;
     if (o.watchdogMs !== undefined) fail(op, "watchdogMs", "must be omitted when 'leaseMs' is given", o.watchdogMs);
   } else {
-    ms = o.watchdogMs === undefined ? DEFAULT_WATCHDOG_MS : checkMs(op, "watchdogMs", o.watchdogMs, 30);
+    ms = o.watchdogMs === undefined ? DEFAULT_WATCHDOG_MS : checkInt(op, "watchdogMs", o.watchdogMs, 30);
     watchdog = true;
   }
   const waitMs = o.waitMs ?? DEFAULT_WAIT_MS;
@@ -103,26 +103,10 @@ export function resolveAcquire(
       if (owner === undefined) fail(op, "owner", "must be a string or a Lease from this library", o.owner);
     }
   }
-  const replicas = o.replicas ?? 0;
-  if (typeof replicas !== "number") fail(op, "replicas", "must be an integer from 0 to 100", replicas);
-  if (!Number.isInteger(replicas) || replicas < 0 || replicas > 100) {
-    fail(op, "replicas", "must be an integer from 0 to 100", replicas, RangeError);
-  }
-  const replicaTimeoutMs = o.replicaTimeoutMs ?? 1_000;
-  if (typeof replicaTimeoutMs !== "number") fail(op, "replicaTimeoutMs", "must be an integer from 1 to 60000", replicaTimeoutMs);
-  if (!Number.isInteger(replicaTimeoutMs) || replicaTimeoutMs < 1 || replicaTimeoutMs > 60_000) {
-    fail(op, "replicaTimeoutMs", "must be an integer from 1 to 60000", replicaTimeoutMs, RangeError);
-  }
-  const nodeTimeoutMs = o.nodeTimeoutMs ?? Math.max(5, Math.min(50, Math.floor(ms / 200)));
-  if (typeof nodeTimeoutMs !== "number") fail(op, "nodeTimeoutMs", `must be an integer from 1 to ${ms}`, nodeTimeoutMs);
-  if (!Number.isInteger(nodeTimeoutMs) || nodeTimeoutMs < 1 || nodeTimeoutMs > ms) {
-    fail(op, "nodeTimeoutMs", `must be an integer from 1 to ${ms} (the lease)`, nodeTimeoutMs, RangeError);
-  }
-  const retryDelayMs = o.retryDelayMs ?? 100;
-  if (typeof retryDelayMs !== "number") fail(op, "retryDelayMs", "must be an integer from 1 to 60000", retryDelayMs);
-  if (!Number.isInteger(retryDelayMs) || retryDelayMs < 1 || retryDelayMs > 60_000) {
-    fail(op, "retryDelayMs", "must be an integer from 1 to 60000", retryDelayMs, RangeError);
-  }
+  const replicas = checkInt(op, "replicas", o.replicas ?? 0, 0, 100);
+  const replicaTimeoutMs = checkInt(op, "replicaTimeoutMs", o.replicaTimeoutMs ?? 1_000, 1, 60_000);
+  const nodeTimeoutMs = checkInt(op, "nodeTimeoutMs", o.nodeTimeoutMs ?? Math.max(5, Math.min(50, Math.floor(ms / 200))), 1, ms);
+  const retryDelayMs = checkInt(op, "retryDelayMs", o.retryDelayMs ?? 100, 1, 60_000);
   signal?.throwIfAborted();
   return {
     name,
