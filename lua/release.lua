@@ -30,6 +30,6 @@ if c > 1 then
   return 1
 end
 redis.call('HDEL', h, owner)
-if handoff(h, q, ARGV[3], nil) then return 3 end
+if handoff(h, q, ARGV[3], fence_of(hv[2])) then return 3 end
 redis.call('PEXPIRE', h, ARGV[2])
 return 2

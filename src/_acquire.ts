@@ -70,7 +70,7 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
   const start = performance.now();
   let lease: LeaseImpl;
   let wrote = true; // whether our own connection wrote the grant (else a releaser's handoff did)
-  if (o.waitMs > 0 && st.canListen && st.subscribed(`${key}:w:${st.id}`)) {
+  if (o.waitMs > 0 && st.listening && st.subscribed(`${key}:w:${st.id}`)) {
     // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
     const w = await waitQueued(st, o, key, queue, owner, start, -1);
     lease = w.lease;

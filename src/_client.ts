@@ -149,7 +149,12 @@ export class ClientState implements Target {
 
   /** Whether this client is subscribed to `channel` (it has waited there recently): wait without a plain try. */
   subscribed(channel: string): boolean {
-    return this.#channels.has(channel);
+    return this.#channels.size > 0 && this.#channels.has(channel);
+  }
+
+  /** Whether any channel is subscribed (lets the uncontended path skip building a channel name). */
+  get listening(): boolean {
+    return this.#channels.size > 0;
   }
 
   /**

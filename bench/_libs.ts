@@ -1,0 +1,262 @@
+// The libraries under test behind one small interface. Libraries are imported dynamically in load(), so that a
+// cold-start child can time the import itself and a pooled worker only loads what a round uses.
+import { createHash, randomUUID } from "node:crypto";
+
+export type LibId = "redlease" | "raw" | "redlock" | "sesame" | "semaphore" | "ring";
+
+/** The lock libraries (B1–B5). */
+export const LIBS: readonly LibId[] = ["redlease", "raw", "redlock", "sesame", "semaphore"];
+
+/**
+ * Not a lock: a pub/sub token ring among the B3 workers (worker i holds 1 ms, then PUBLISHes the token to worker
+ * i+1's channel). It is the floor for a notified (wake-one) handoff on this machine and load: one PUBLISH, one
+ * loopback hop to a sleeping process, no lock state at all. B3 only.
+ */
+export const FLOOR: LibId = "ring";
+
+/** Which libraries have a retry delay to tune (the others run one configuration). */
+export const TUNABLE: Record<LibId, boolean> = {
+  redlease: false,
+  raw: false,
+  redlock: true,
+  sesame: true,
+  semaphore: true,
+  ring: false,
+};
+
+export const LABEL: Record<LibId, string> = {
+  redlease: "redlease",
+  raw: "raw node-redis (SET NX PX + EVALSHA)",
+  redlock: "redlock 5.0.0-beta.2",
+  sesame: "@sesamecare-oss/redlock",
+  semaphore: "redis-semaphore Mutex",
+  ring: "floor: pub/sub token ring (not a lock)",
+};
+
+/** Lease / lock TTL used by every library that takes one, ms. */
+export const LEASE_MS = 10_000;
+/** Wait / retry budget, ms. */
+export const WAIT_MS = 10_000;
+/** Raw baseline polling interval while the lock is held, ms. */
+export const RAW_POLL_MS = 10;
+
+const redlockDefault = { retryCount: Math.ceil(WAIT_MS / 200) }; // 200 ms is redlock's default retryDelay
+const redlockTuned = { retryCount: WAIT_MS, retryDelay: 1, retryJitter: 0 };
+
+/** Exactly what each variant passes, for the report. */
+export function settingsText(lib: LibId, tuned: boolean): string {
+  switch (lib) {
+    case "redlease":
+      return `acquire(client, name, { waitMs: ${WAIT_MS} }) (watchdog mode: 30 s TTL renewed every 10 s), release(lease)`;
+    case "raw":
+      return `SET key token NX PX ${LEASE_MS}; while held, sleep ${RAW_POLL_MS} ms and retry, for up to ${WAIT_MS} ms; ` +
+        `release: EVALSHA of "if GET == token then DEL"`;
+    case "redlock":
+    case "sesame":
+      return (tuned
+        ? `new Redlock([ioredis], { retryCount: ${redlockTuned.retryCount}, retryDelay: 1, retryJitter: 0 })`
+        : `new Redlock([ioredis], { retryCount: ${redlockDefault.retryCount} }) (defaults: retryDelay 200, ` +
+          `retryJitter 100 → ~${WAIT_MS / 1000} s budget)`) +
+        `; acquire([name], ${LEASE_MS}); lock.release()`;
+    case "semaphore":
+      return (tuned
+        ? `new Mutex(ioredis, name, { retryInterval: 1 })`
+        : `new Mutex(ioredis, name) (defaults: retryInterval 10, acquireTimeout 10000, lockTimeout 10000)`) +
+        `; acquire(); release()`;
+    case "ring":
+      return `node-redis v4: each worker SUBSCRIBEs to ring:<its index>; "acquire" = wait for the token message, ` +
+        `"release" = PUBLISH ring:<next index> <name>; worker 0 starts with the token`;
+  }
+}
+
+/**
+ * Commands each library's clients send directly (from their source). None of them is ever called by that library's
+ * Lua scripts, so in INFO commandstats, total − these = commands called from Lua.
+ */
+export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
+  // EVALSHA (+ SCRIPT LOAD once), and (UN)SUBSCRIBE on the subscriber connection. Lua calls HLEN, HGET, TIME, …
+  redlease: /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
+  // SET NX PX, EVALSHA (+ SCRIPT LOAD once). Lua calls GET, DEL.
+  raw: /^(set|evalsha|script\|.*)$/,
+  // EVALSHA, EVAL after NOSCRIPT. Lua calls EXISTS, SET, GET, DEL.
+  redlock: /^(evalsha|eval|script\|.*)$/,
+  // ioredis defineCommand: EVALSHA, EVAL after NOSCRIPT. Lua calls SELECT (pcall), EXISTS, SET, GET, DEL.
+  sesame: /^(evalsha|eval|script\|.*)$/,
+  // SET NX PX, EVALSHA, EVAL after NOSCRIPT. Lua calls GET, DEL, PEXPIRE.
+  semaphore: /^(set|evalsha|eval|script\|.*)$/,
+  // PUBLISH (and SUBSCRIBE at setup); no scripts.
+  ring: /^(publish|subscribe|unsubscribe)$/,
+};
+
+export interface Adapter {
+  /** Resolves once held; rejects when the wait budget runs out (a failed acquisition). */
+  acquire(name: string): Promise<unknown>;
+  release(handle: unknown): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Where this process sits among the B3 workers (used by the token ring only). */
+export interface Seat {
+  index: number;
+  of: number;
+}
+
+export interface Loaded {
+  connect(url: string, seat?: Seat): Promise<Adapter>;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+const RAW_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+const RAW_RELEASE_SHA = createHash("sha1").update(RAW_RELEASE).digest("hex");
+
+// deno-lint-ignore no-explicit-any
+type Any = any;
+
+function onError(lib: string) {
+  let reported = false;
+  return (e: unknown) => {
+    if (reported) return;
+    reported = true;
+    console.error(`${lib}: client error: ${String(e)}`);
+  };
+}
+
+async function ioredisClient(url: string): Promise<Any> {
+  const m: Any = await import("ioredis");
+  const Redis = m.Redis ?? m.default;
+  const c = new Redis(url, { lazyConnect: true });
+  c.on("error", onError("ioredis"));
+  await c.connect();
+  return c;
+}
+
+/** Import a library (and its client). `redleaseUrl` is the module to use for redlease. */
+export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Promise<Loaded> {
+  switch (lib) {
+    case "redlease": {
+      const [{ createClient }, rl] = await Promise.all([import("redis"), import(redleaseUrl) as Promise<Any>]);
+      return {
+        async connect(url) {
+          const c = createClient({ url });
+          c.on("error", onError("node-redis"));
+          await c.connect();
+          return {
+            acquire: (name) => rl.acquire(c, name, { waitMs: WAIT_MS }),
+            release: async (h) => void await rl.release(h),
+            close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "raw": {
+      const { createClient } = await import("redis");
+      return {
+        async connect(url) {
+          const c = createClient({ url });
+          c.on("error", onError("node-redis"));
+          await c.connect();
+          return {
+            async acquire(name) {
+              const key = `raw:${name}`, token = randomUUID();
+              const deadline = performance.now() + WAIT_MS;
+              for (;;) {
+                if (await c.sendCommand(["SET", key, token, "NX", "PX", String(LEASE_MS)]) === "OK") return [key, token];
+                if (performance.now() >= deadline) throw new Error(`raw: not acquired within ${WAIT_MS} ms`);
+                await sleep(RAW_POLL_MS);
+              }
+            },
+            async release(h) {
+              const [key, token] = h as [string, string];
+              const cmd = ["EVALSHA", RAW_RELEASE_SHA, "1", key, token];
+              try {
+                await c.sendCommand(cmd);
+              } catch (e) {
+                if (!String((e as Error)?.message).startsWith("NOSCRIPT")) throw e;
+                await c.sendCommand(["SCRIPT", "LOAD", RAW_RELEASE]);
+                await c.sendCommand(cmd);
+              }
+            },
+            close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "redlock":
+    case "sesame": {
+      // (redlock's package.json "exports" hides its typings: import it through a variable specifier)
+      const spec = lib === "redlock" ? "redlock" : "@sesamecare-oss/redlock";
+      const m: Any = await import(spec);
+      const Redlock = lib === "redlock" ? m.default : m.Redlock;
+      await import("ioredis");
+      const settings = tuned ? redlockTuned : redlockDefault;
+      return {
+        async connect(url) {
+          const c = await ioredisClient(url);
+          const rl = new Redlock([c], settings);
+          return {
+            acquire: (name) => rl.acquire([name], LEASE_MS),
+            release: async (h) => void await (h as Any).release(),
+            close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "ring": {
+      const { createClient } = await import("redis");
+      return {
+        async connect(url, seat = { index: 0, of: 1 }) {
+          const pub = createClient({ url });
+          pub.on("error", onError("node-redis"));
+          const sub = pub.duplicate();
+          sub.on("error", onError("node-redis"));
+          await Promise.all([pub.connect(), sub.connect()]);
+          const tokens = new Map<string, number>(), waiting = new Map<string, () => void>(), seen = new Set<string>();
+          await sub.subscribe(`ring:${seat.index}`, (name) => {
+            const wake = waiting.get(name);
+            if (wake) {
+              waiting.delete(name);
+              wake();
+            } else tokens.set(name, (tokens.get(name) ?? 0) + 1);
+          });
+          const next = `ring:${(seat.index + 1) % seat.of}`;
+          return {
+            acquire(name) {
+              if (seat.index === 0 && !seen.has(name)) { // worker 0 starts with the token
+                seen.add(name);
+                return Promise.resolve(name);
+              }
+              const t = tokens.get(name) ?? 0;
+              if (t > 0) {
+                tokens.set(name, t - 1);
+                return Promise.resolve(name);
+              }
+              return new Promise((resolve) => waiting.set(name, () => resolve(name)));
+            },
+            release: async (h) => void await pub.sendCommand(["PUBLISH", next, h as string]),
+            close: async () => void await Promise.all([sub.quit(), pub.quit()]),
+          };
+        },
+      };
+    }
+    case "semaphore": {
+      const { Mutex }: Any = await import("redis-semaphore");
+      await import("ioredis");
+      const options = tuned ? { retryInterval: 1 } : {};
+      return {
+        async connect(url) {
+          const c = await ioredisClient(url);
+          return {
+            async acquire(name) {
+              const m = new Mutex(c, name, options);
+              await m.acquire();
+              return m;
+            },
+            release: async (h) => void await (h as Any).release(),
+            close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * Redis-side cost of each redlease script path next to the raw commands, on a throwaway redis-server: for each path,
+ * N calls on distinct keys (64 in flight on one node-redis connection), with CONFIG RESETSTAT before and INFO
+ * commandstats / cpu after. Prints; never asserts.
+ *
+ *   node --import tsx bench/scripts_cost.ts [N=20000] [runs=3]
+ *
+ * Each row is measured `runs` times (all rows, then again) and the median is printed.
+ *
+ * The ARGV of each script follows src/ (see the comments at the top of lua/*.lua); every reply is checked against
+ * the path the row means to take, and a row whose replies differ is flagged.
+ *
+ * usec/call is commandstats' time inside the command (for EVALSHA: the whole script, including the commands it
+ * calls); Redis CPU/call is used_cpu_user + used_cpu_sys per call (adds parsing, the event loop and socket I/O).
+ * The scripts are the ones in src/_scripts.ts (generated from lua/), as they are in the working tree now.
+ */
+import { createHash } from "node:crypto";
+import { loadavg } from "node:os";
+import { createClient } from "redis";
+import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
+import { startRedis } from "./_server.ts";
+import { median, parseCommandStats, parseCpuMicros, r2 } from "./_stats.ts";
+
+const N = Number(process.argv[2] ?? 20_000);
+const RUNS = Number(process.argv[3] ?? 3);
+const server = await startRedis();
+const c = createClient({ url: server.url });
+const admin = createClient({ url: server.url });
+const sub = createClient({ url: server.url });
+for (const x of [c, admin, sub]) x.on("error", () => {});
+await Promise.all([c.connect(), admin.connect(), sub.connect()]);
+
+const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
+const CAD = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+const NOOP = "return 0";
+for (const s of [CAD, NOOP, ACQUIRE.source, RELEASE.source]) await c.sendCommand(["SCRIPT", "LOAD", s]);
+
+async function all(make: (i: number) => string[]): Promise<unknown[]> {
+  const inFlight = 64, replies: unknown[] = new Array(N);
+  let next = 0;
+  await Promise.all(Array.from({ length: inFlight }, async () => {
+    while (next < N) {
+      const i = next++;
+      replies[i] = await c.sendCommand(make(i));
+    }
+  }));
+  return replies;
+}
+
+/** Per row label: one entry per run of [usec/call, Redis CPU µs/call, Lua calls/call, their usec], and the names. */
+const rows = new Map<string, { runs: number[][]; names: string }>();
+/** Runs the row; `expect` checks each reply, so that a changed script contract shows up instead of a wrong path. */
+async function measure(
+  label: string,
+  make: (i: number) => string[],
+  expect: (reply: unknown) => boolean,
+  top = ["evalsha", "set"],
+): Promise<unknown[]> {
+  await admin.sendCommand(["CONFIG", "RESETSTAT"]);
+  const cpu0 = parseCpuMicros(String(await admin.sendCommand(["INFO", "cpu"])));
+  const replies = await all(make);
+  const bad = replies.filter((r) => !expect(r));
+  if (bad.length) {
+    console.error(`  ${label}: ${bad.length} of ${N} replies not as expected (e.g. ${String(bad[0])}): wrong path`);
+    label += ` (**${bad.length} replies not as expected**)`;
+  }
+  const info = String(await admin.sendCommand(["INFO", "cpu", "commandstats"]));
+  const st = parseCommandStats(info);
+  const cpu = parseCpuMicros(info) - cpu0;
+  const client = top.filter((k) => st[k]);
+  const usec = client.map((k) => st[k].usec).reduce((a, b) => a + b, 0) / N;
+  const inner = Object.entries(st).filter(([k]) => !client.includes(k));
+  const row = rows.get(label) ?? { runs: [], names: "" };
+  row.runs.push([
+    usec,
+    cpu / N,
+    inner.reduce((s, [, v]) => s + v.calls, 0) / N,
+    inner.reduce((s, [, v]) => s + v.usec, 0) / N,
+  ]);
+  row.names = inner.map(([k, v]) => `${k} ${r2(v.calls / N)}`).join(", ") || "–";
+  rows.set(label, row);
+  return replies;
+}
+
+const owner = (i: number) => `${(i * 2654435761 >>> 0).toString(16).padStart(8, "0")}-1111-4111-8111-111111111111`;
+const waiter = (i: number) => `${(i * 2654435761 >>> 0).toString(16).padStart(8, "0")}-2222-4222-8222-222222222222`;
+const K = (p: string, i: number) => [`redlease:{${p}${i}}`, `redlease:{${p}${i}}:q`];
+const cid = "c".repeat(32);
+const wid = (i: number) => waiter(i).replaceAll("-", "");
+const entry = (i: number) => `${cid}|${wid(i)}|30000|${waiter(i)}`;
+
+try {
+  console.error(`redis ${server.version}, N = ${N}, load average ${loadavg().map(r2).join(" ")}`);
+  // A subscriber to every grant channel, so that handoffs find a live waiter (PUBLISH counts pattern receivers).
+  await sub.pSubscribe("redlease:*", () => {});
+
+  for (let run = 0; run < RUNS; run++) {
+    const num = (r: unknown) => Number(r);
+    await measure("raw: SET key token NX PX 10000 (free)", (i) => ["SET", `raw:${run}:${i}`, owner(i), "NX", "PX", "10000"], (r) =>
+      r === "OK");
+    await measure(
+      "raw: EVALSHA compare-and-delete (held)",
+      (i) => ["EVALSHA", sha1(CAD), "1", `raw:${run}:${i}`, owner(i)],
+      (r) => num(r) === 1,
+    );
+    await measure("EVALSHA `return 0`, 2 keys + 5 args (script floor)", (i) => [
+      "EVALSHA", sha1(NOOP), "2", ...K(`n${run}:`, i), owner(i), "30000", "", "", "",
+    ], (r) => num(r) === 0);
+    // ARGV as in src/_acquire.ts and src/_client.ts: acquire (owner, ms, waiter id, entry, queue ttl); release (owner,
+    // fence retention ms, publish command, waiter id, entry, fence of the hold).
+    const fa = await measure("acquire.lua: free (uncontended acquire)", (i) => [
+      "EVALSHA", ACQUIRE.sha, "2", ...K(`a${run}:`, i), owner(i), "30000", "", "", "",
+    ], (r) => num(r) > 0);
+    await measure("release.lua: last hold, no waiter (uncontended release)", (i) => [
+      "EVALSHA", RELEASE.sha, "2", ...K(`a${run}:`, i), owner(i), "10000", "PUBLISH", "", "", String(fa[i]),
+    ], (r) => num(r) === 2);
+    // Contended: hold b<i> by owner(i), then a waiter queues, then the holder releases and hands over.
+    const fb = await all((i) => ["EVALSHA", ACQUIRE.sha, "2", ...K(`b${run}:`, i), owner(i), "30000", "", "", ""]);
+    await measure("acquire.lua: held by another, queue the waiter", (i) => [
+      "EVALSHA", ACQUIRE.sha, "2", ...K(`b${run}:`, i), waiter(i), "30000", wid(i), entry(i), "30000",
+    ], (r) => num(r) < 0);
+    await measure("release.lua: last hold, hand over to the queued waiter", (i) => [
+      "EVALSHA", RELEASE.sha, "2", ...K(`b${run}:`, i), owner(i), "10000", "PUBLISH", "", "", String(fb[i]),
+    ], (r) => num(r) === 3);
+    await measure(
+      "PUBLISH to a live subscriber (notification floor)",
+      (i) => ["PUBLISH", `redlease:{p${run}:${i}}:w:${cid}`, `${wid(i)}:1`],
+      (r) => num(r) === 1,
+      ["publish"],
+    );
+  }
+
+  console.log(`\nbench/scripts_cost.ts: medians of ${RUNS} runs of N = ${N} calls per row, 64 in flight, Redis ${server.version}; acquire.lua ${ACQUIRE.sha.slice(0, 8)}, ` +
+    `release.lua ${RELEASE.sha.slice(0, 8)}; load average ${loadavg().map(r2).join(" ")}\n`);
+  console.log("| path | usec/call (commandstats) | Redis CPU µs/call | commands called from Lua | their usec | those commands |");
+  console.log("|---|---|---|---|---|---|");
+  for (const [label, r] of rows) {
+    const m = (k: number) => String(r2(median(r.runs.map((x) => x[k]))));
+    console.log(`| ${label} | ${m(0)} | ${m(1)} | ${m(2)} | ${m(3)} | ${r.names} |`);
+  }
+} finally {
+  await Promise.all([c.quit(), admin.quit(), sub.quit()].map((p) => p.catch(() => {})));
+  await server.stop();
+}
