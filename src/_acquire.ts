@@ -2,7 +2,7 @@
 import { type ClientState, isClient, type RedisLike, stateOf } from "./_client.ts";
 import { drift, FENCE_RETAIN_MS, grant, keysOf, LeaseImpl, releaseHandle } from "./_hold.ts";
 import { acquire as ACQUIRE, extend as EXTEND, release as RELEASE } from "./_scripts.ts";
-import { unrefTimeout } from "./_timers.ts";
+import { nap, unrefTimeout } from "./_timers.ts";
 import { fail, type Resolved } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, ReplicationError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
@@ -44,21 +44,6 @@ export function acquireAny(client: RedisLike | readonly RedisLike[], o: Resolved
   if (!Array.isArray(client)) return acquireResolved(client as RedisLike, o);
   if (o.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock (a client array)", o.replicas);
   return acquireRedlock(client, o, o.nodeTimeoutMs, o.retryDelayMs);
-}
-
-/** Sleep up to `ms`, ending early when `signal` aborts; `onWake` receives a function that ends it at once. */
-function nap(ms: number, signal: AbortSignal | undefined, onWake?: (wake: (() => void) | undefined) => void) {
-  return new Promise<void>((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      onWake?.(undefined);
-      resolve();
-    };
-    const timer = unrefTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-    onWake?.(done);
-  });
 }
 
 /** acquire() after validation. */

@@ -4,7 +4,7 @@
 import { type ClientState, type RedisLike, stateOf } from "./_client.ts";
 import { drift, FENCE_RETAIN_MS, grant, type Hold, keysOf, type LeaseImpl, type Target } from "./_hold.ts";
 import { acquire as ACQUIRE, extend as EXTEND, release as RELEASE } from "./_scripts.ts";
-import { unrefTimeout } from "./_timers.ts";
+import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LockTimeoutError, QuorumError } from "./errors.ts";
 
@@ -116,15 +116,7 @@ export async function acquireRedlock(
       throw new LockTimeoutError(o.name, busy.length ? Math.min(...busy) : -1, performance.now() - start);
     }
     const pause = Math.min(left, retryDelayMs * (0.5 + Math.random()));
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        o.signal?.removeEventListener("abort", done);
-        resolve();
-      };
-      const timer = unrefTimeout(done, pause);
-      o.signal?.addEventListener("abort", done, { once: true });
-    });
+    await nap(pause, o.signal);
     o.signal?.throwIfAborted();
   }
 }

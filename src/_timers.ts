@@ -17,3 +17,22 @@ export function unrefTimeout(fn: () => void, ms: number): Timer {
   }
   return t;
 }
+
+/** Sleep up to `ms`, ending early when `signal` aborts; `onWake` receives a function that ends it at once. */
+export function nap(
+  ms: number,
+  signal: AbortSignal | undefined,
+  onWake?: (wake: (() => void) | undefined) => void,
+): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      onWake?.(undefined);
+      resolve();
+    };
+    const timer = unrefTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+    onWake?.(done);
+  });
+}
