@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { createCluster as createCluster5 } from "redis5";
 import { acquire, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
 import { type ClusterClient, sleep, startCluster, type StartedCluster } from "./_topology.ts";
 
@@ -43,6 +44,31 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     const took = performance.now() - t0;
     assert.ok(took < 300, `handoff took ${took} ms`);
     await release(next);
+  });
+
+  test("a node-redis v5 cluster client contends with a v4 one and is handed the lease by sharded pub/sub", async () => {
+    const v5 = createCluster5({ rootNodes: c.rootNodes });
+    v5.on("error", () => {});
+    await v5.connect();
+    try {
+      const name = fresh();
+      const held = await acquire(v5, name);
+      await assert.rejects(acquire(a, name, { waitMs: 0 }), LockTimeoutError);
+      const waiting = acquire(a, name, { waitMs: 10_000 });
+      await sleep(100);
+      const t0 = performance.now();
+      assert.equal(await release(held), true);
+      const next = await waiting;
+      assert.ok(performance.now() - t0 < 300);
+      assert.ok(next.fence > held.fence);
+      const again = acquire(v5, name, { waitMs: 10_000 });
+      await sleep(100);
+      await release(next);
+      await release(await again);
+      assert.equal((await inspect(v5, name)).held, false);
+    } finally {
+      await v5.close().catch(() => {});
+    }
   });
 
   test("a live migration of a held lease's slot to another master keeps renewals, waiting, release and exclusion", async () => {
