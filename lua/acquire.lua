@@ -35,6 +35,7 @@ end
 if hv[2] then
   redis.call('HINCRBY', h, owner, 1)
   redis.call('PEXPIRE', h, ms, 'GT')
+  if wid ~= '' then redis.call('LREM', q, 1, entry) end
   return tonumber(fs)
 end
 if wid ~= '' then

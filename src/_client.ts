@@ -72,21 +72,21 @@ export class ClientState implements Target {
    * and retry once. TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s.
    */
   run(script: Script, keys: string[], args: string[]): Promise<unknown> {
-    if (!this.#ready) return this.#load(keys[0]).then(() => this.#send(script, keys, args, 0));
-    return this.#send(script, keys, args, 0);
+    if (!this.#ready) return this.#load(keys[0]).then(() => this.#send(script, keys, args, 0, false));
+    return this.#send(script, keys, args, 0, false);
   }
 
-  #send(script: Script, keys: string[], args: string[], tries: number): Promise<unknown> {
+  #send(script: Script, keys: string[], args: string[], tries: number, reloaded: boolean): Promise<unknown> {
     return this.driver.evalScript(script.sha, keys, args).catch(async (e: unknown) => {
       const code = errorCode(e);
-      if (code === "NOSCRIPT" && tries === 0) {
+      if (code === "NOSCRIPT" && !reloaded) {
         this.#ready = false;
         await this.#load(keys[0]);
-        return this.#send(script, keys, args, 1);
+        return this.#send(script, keys, args, tries, true);
       }
       if (code === "TRYAGAIN" && tries < 100) {
         await sleep(20);
-        return this.#send(script, keys, args, tries + 1);
+        return this.#send(script, keys, args, tries + 1, reloaded);
       }
       throw e;
     });

@@ -95,8 +95,14 @@ export async function acquireRedlock(
     const fences = rs.filter((r): r is number => typeof r === "number" && r > 0);
     // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
     if (fences.length >= group.quorum && o.ms - (performance.now() - t0) - drift(o.ms) > 0) {
-      const lease = grant(group, key, o.name, owner, Math.max(...fences), o, t0);
-      nodeFences.set(lease.hold, rs.map((r) => (typeof r === "number" && r > 0 ? r : undefined)));
+      // Reentrant: keep the live hold's fence even if a master that did not grant it before grants it now.
+      const held = group.holds.get(`${key}\n${owner}`);
+      const fence = held && held.active ? held.fence : Math.max(...fences);
+      const lease = grant(group, key, o.name, owner, fence, o, t0);
+      const now = rs.map((r) => (typeof r === "number" && r > 0 ? r : undefined));
+      const known = nodeFences.get(lease.hold);
+      if (known) now.forEach((f, i) => (known[i] ??= f));
+      else nodeFences.set(lease.hold, now);
       return lease;
     }
     // Undo on every node that granted it or may have (no reply, or an error after sending): never leave a

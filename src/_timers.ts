@@ -25,6 +25,7 @@ export function nap(
   onWake?: (wake: (() => void) | undefined) => void,
 ): Promise<void> {
   return new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve(); // aborted while the caller was busy: no listener would ever fire
     const done = () => {
       clearTimeout(timer);
       signal?.removeEventListener("abort", done);

@@ -64,6 +64,20 @@ describe("Redlock over 5 independent masters", () => {
     await release(second);
   });
 
+  test("a reentrant acquire keeps the first hold's fence even where a master now grants it fresh", async () => {
+    const name = fresh();
+    // Another owner holds the name on master 4 only, so the first acquire is granted by masters 0-3.
+    const lone = await acquire(b[4], name, { leaseMs: 10_000 });
+    const outer = await acquire(a, name);
+    await release(lone);
+    const inner = await acquire(a, name, { owner: outer });
+    assert.equal(inner.fence, outer.fence);
+    assert.equal(outer.signal.aborted, false, "the outer hold is not mistaken for lost");
+    assert.equal(await release(inner), true);
+    assert.equal(await release(outer), true);
+    assert.equal(await keysOn(a, name), 0);
+  });
+
   test("a watchdog lease is renewed by quorum across three lease periods", async () => {
     const name = fresh();
     const lease = await acquire(a, name, { watchdogMs: 400 });

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { acquire, extend, inspect, release } from "../mod.ts";
+import { acquire, type Driver, extend, inspect, release } from "../mod.ts";
+import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { type Client, type RedisServer, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
@@ -50,6 +51,24 @@ describe("scripts: SCRIPT LOAD once, EVALSHA afterwards", () => {
     await admin.sendCommand(["SCRIPT", "FLUSH"]);
     assert.equal((await inspect(a, lease.name)).held, true);
     await release(again);
+  });
+
+  test("a NOSCRIPT that follows a TRYAGAIN (slot moving to a new master) is still reloaded", async () => {
+    const real = nodeRedis(a);
+    let first = true;
+    const resharding: Driver = {
+      ...real,
+      evalScript: async (sha, keys, args) => {
+        if (first) {
+          first = false;
+          await admin.sendCommand(["SCRIPT", "FLUSH"]); // the slot's new master never saw SCRIPT LOAD
+          throw new Error("TRYAGAIN Multiple keys request during rehashing of slot");
+        }
+        return await real.evalScript(sha, keys, args);
+      },
+    };
+    const lease = await acquire(resharding, fresh());
+    assert.equal(await release(lease), true);
   });
 
   test("an uncontended acquire + release is two round trips", async () => {

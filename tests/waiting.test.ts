@@ -182,6 +182,47 @@ describe("waiting for a held lease", () => {
     await release(holder);
   });
 
+  test("two waits by one owner: the second re-enters and leaves no queue entry behind", async () => {
+    const name = fresh();
+    const other = await acquire(a, name, { leaseMs: 5_000 });
+    const first = acquire(b, name, { owner: "shared-owner", waitMs: 10_000 });
+    const second = acquire(b, name, { owner: "shared-owner", waitMs: 10_000 });
+    await sleep(100);
+    await release(other);
+    const [x, y] = await Promise.all([first, second]);
+    const info = await inspect(c, name);
+    assert.deepEqual(info.owners, [{ owner: "shared-owner", holds: 2 }]);
+    assert.equal(info.waiters, 0, "the re-entering waiter left the queue");
+    const late = acquire(a, name, { waitMs: 10_000 });
+    await sleep(50);
+    await release(x);
+    const t0 = performance.now();
+    await release(y);
+    const next = await late;
+    assert.ok(performance.now() - t0 < 500, "the next waiter got the lease at once, not after a phantom's lease");
+    await release(next);
+  });
+
+  test("an abort that lands while a queue check is in flight ends the wait at once", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const real = nodeRedis(b);
+    const slow: Driver = {
+      ...real,
+      evalScript: (sha, keys, args) => sleep(200).then(() => real.evalScript(sha, keys, args)),
+    };
+    const ctl = new AbortController();
+    const reason = new Error("stop waiting");
+    setTimeout(() => ctl.abort(reason), 300); // during the queueing EVALSHA (200 ms .. 400 ms)
+    const t0 = performance.now();
+    await assert.rejects(acquire(slow, name, { waitMs: Infinity, signal: ctl.signal }), (e) => e === reason);
+    const took = performance.now() - t0;
+    assert.ok(took < 1_500, `rejected after ${took} ms`);
+    await sleep(50);
+    assert.equal((await inspect(c, name)).waiters, 0);
+    await release(holder);
+  });
+
   test("many local waiters share one subscription per name and all get the lease in turn", async () => {
     const name = fresh();
     const holder = await acquire(a, name);
