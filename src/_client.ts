@@ -116,9 +116,10 @@ export class ClientState implements Target {
   async #checkEviction(key: string): Promise<void> {
     try {
       const info = String(await this.driver.command?.(key, ["INFO", "memory"]) ?? "");
+      // Warn on the policy even while maxmemory is 0: a limit can be set at run time (CONFIG SET), and a
+      // lease evicted then is lost early.
       const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
-      const limited = Number(/maxmemory:(\d+)/.exec(info)?.[1] ?? 0) > 0; // 0: no limit, nothing is evicted
-      if (policy && policy !== "noeviction" && limited) {
+      if (policy && policy !== "noeviction") {
         console.warn(
           `redlease: this Redis evicts keys (maxmemory-policy ${policy}); lease keys have a TTL and may be evicted ` +
             "under memory pressure, which frees a lease early. Use maxmemory-policy noeviction for leases.",
