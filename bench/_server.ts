@@ -1,27 +1,16 @@
-// A throwaway redis-server on a free loopback port, stopped by pid (adapted from tests/_redis.ts, kept here so the
-// benchmark does not depend on test helpers that change). Never touches 6379.
+// A throwaway redis-server on a free loopback port (the port from tests/_redis.ts's freePort), stopped by pid, with
+// the version and a synchronous kill the benchmark needs. Never touches 6379.
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "redis";
+import { freePort, sleep } from "../tests/_redis.ts";
 
 export type NodeRedisClient = ReturnType<typeof createClient>;
 
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export { sleep };
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Server {
   readonly port: number;

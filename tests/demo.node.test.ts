@@ -1,14 +1,13 @@
 // `npm run demo` (scripts/demo.ts) in its quick mode: the unsafe modes show their anomalies, redlease none.
 // Node only: the demo starts several app-server processes and a market of ten connections.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { type Client, type RedisServer, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, runProcess, startRedis } from "./_redis.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -38,27 +37,10 @@ interface Output {
 }
 
 function demo(args: string[], env: Record<string, string | undefined>) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string; killed: boolean }>((resolve) => {
-    const e: Record<string, string> = {};
-    for (const [k, v] of Object.entries({ ...process.env, ...env })) if (v !== undefined) e[k] = v;
-    const child = spawn(process.execPath, ["--import", "tsx", "scripts/demo.ts", ...args], {
-      cwd: root,
-      env: e,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    let killed = false;
-    child.stdout!.on("data", (d) => (stdout += d));
-    child.stderr!.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      killed = true;
-      child.kill("SIGKILL");
-    }, 90_000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, killed });
-    });
+  return runProcess(process.execPath, ["--import", "tsx", "scripts/demo.ts", ...args], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    timeoutMs: 90_000,
   });
 }
 

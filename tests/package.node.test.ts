@@ -3,14 +3,13 @@
 // (each importing "redlease" and "redlease/node-redis" from that project's node_modules), and type-check a
 // consumer against the shipped .d.ts / .d.cts. Node only: the other runtimes run as child processes.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { entries } from "../tsup.config.ts";
-import { type RedisServer, startRedis } from "./_redis.ts";
+import { type Ran, type RedisServer, runProcess, startRedis } from "./_redis.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = (name: string) => join(root, "node_modules", ".bin", name);
@@ -21,33 +20,8 @@ for (const k of Object.keys(env)) {
   if (/^npm_(package|lifecycle)_|^npm_config_(prefix|local_prefix|global|location)$|^INIT_CWD$/.test(k)) delete env[k];
 }
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  killed: boolean;
-}
-
 function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promise<Ran> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    let killed = false;
-    child.stdout!.on("data", (d) => (stdout += d));
-    child.stderr!.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      killed = true;
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    child.on("error", (err) => {
-      stderr += String(err);
-    });
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, killed });
-    });
-  });
+  return runProcess(cmd, args, { cwd, env, timeoutMs });
 }
 
 function ok(r: Ran, what: string): Ran {

@@ -1,34 +1,15 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { type Client, type RedisServer, runtimeArgs, runtimeName, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, runProcess, runtimeArgs, runtimeName, startRedis } from "./_redis.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
 
 function run(file: string, args: string[], timeoutMs: number) {
   const [cmd, pre] = runtimeArgs(join(here, "fixtures", file));
-  return new Promise<{ code: number | null; stdout: string; stderr: string; ms: number; killed: boolean }>(
-    (resolve) => {
-      const t0 = performance.now();
-      const child = spawn(cmd, [...pre, ...args], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-      let stdout = "";
-      let stderr = "";
-      let killed = false;
-      child.stdout!.on("data", (d) => (stdout += d));
-      child.stderr!.on("data", (d) => (stderr += d));
-      const timer = setTimeout(() => {
-        killed = true;
-        child.kill("SIGKILL");
-      }, timeoutMs);
-      child.on("exit", (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr, ms: performance.now() - t0, killed });
-      });
-    },
-  );
+  return runProcess(cmd, [...pre, ...args], { cwd: root, timeoutMs });
 }
 
 describe(`processes (${runtimeName()})`, () => {

@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { acquire, inspect, LeaseLostError, LockTimeoutError, QuorumError, release } from "../mod.ts";
-import { type Client, type RedisServer, runtimeArgs, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, runProcess, runtimeArgs, sleep, startRedis } from "./_redis.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 let n = 0;
@@ -117,13 +116,10 @@ describe("Redlock over 5 independent masters", () => {
     const name = fresh();
     const [cmd, pre] = runtimeArgs(join(here, "fixtures", "redlock_worker.ts"));
     const urls = servers.map((s) => s.url);
-    const codes = await Promise.all(Array.from({ length: 3 }, () =>
-      new Promise<number | null>((resolve) => {
-        const child = spawn(cmd, [...pre, name, "15", ...urls], { cwd: join(here, ".."), stdio: "ignore" });
-        const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-        child.on("exit", (code) => (clearTimeout(timer), resolve(code)));
-      })
+    const runs = await Promise.all(Array.from({ length: 3 }, () =>
+      runProcess(cmd, [...pre, name, "15", ...urls], { cwd: join(here, ".."), timeoutMs: 60_000 })
     ));
+    const codes = runs.map((r) => r.code);
     assert.deepEqual(codes, [0, 0, 0]);
     assert.equal(await a[0].get(`${name}:counter`), "45");
     assert.equal(await a[0].get(`${name}:overlaps`), null);

@@ -2,11 +2,11 @@
 // port that is stopped (and its directory removed) afterwards. Never the machine's 6379.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { createClient } from "redis";
+import { freePort, sleep } from "../../tests/_redis.ts";
 
 /** A failure the demo reports as one line (no stack trace). */
 export class DemoError extends Error {}
@@ -22,19 +22,6 @@ export interface DemoRedis {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Whether `redis-server` can be started at all. */
 function hasRedisServer(): Promise<boolean> {
