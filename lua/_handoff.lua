@@ -1,38 +1,33 @@
--- Shared by release.lua and force_unlock.lua (inlined where they say `@include _handoff.lua`).
--- fence_of(value): the numeric fence stored in the lock hash's "" field ("<fence>" or "<fence>:<waiter id>").
--- next_fence(last): max(server time in microseconds, last + 1), as a decimal string: strictly increasing per
---   name while a record exists, and time-anchored when none does (Redis TTLs already assume the server clock
---   does not step back).
--- handoff(h, q, pub, last): pops waiters from the queue until one is listening, grants it the lease (owner
---   field, fence, marker, its own lease ms) and publishes "<waiter id>:<fence>" to that waiter's client channel.
---   An entry whose client has no live subscriber (PUBLISH returns 0) is a dead waiter and is dropped. Returns
---   true when the lease was handed over, false when the queue held nobody alive. `last` (the previous fence)
---   is read from the hash when nil, and only once a waiter is found.
-local function fence_of(v)
-  if not v then return 0 end
-  return tonumber(string.match(v, '^%d+'))
-end
-
-local function next_fence(last)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if last >= now then now = last + 1 end
-  return string.format('%d', now)
-end
-
-local function handoff(h, q, pub, last)
+-- Shared by acquire.lua, release.lua and force_unlock.lua (inlined where they say `@include _handoff.lua`).
+-- handoff(h, q, pub, last, self): pops waiters from the queue (a sorted set: entry -> server µs when queued),
+--   oldest first, until one is listening. An entry is "<client id>|<attempt id>|<lease ms>|<claim ms>|<owner>".
+--   The caller's own entry (attempt id `self`) is not notified: returns "self" so the caller takes the lease.
+--   Otherwise the first listening waiter is granted the lease, unclaimed, for its lease ms, and told by
+--   "<attempt id>:<fence>:<queued µs>:<granted µs>" on its client's channel; the next entry is told
+--   "<attempt id>:0" (re-check when the claim window ends). Entries whose client has no subscriber (PUBLISH
+--   returns 0) are dead and dropped. Returns the waiter's claim window in ms (a number) when handed over,
+--   false when nobody live was queued.
+-- @include _record.lua
+local function handoff(h, q, pub, last, self)
   while true do
-    local e = redis.call('LPOP', q)
-    if not e then return false end
-    if not last then last = fence_of(redis.call('HGET', h, '')) end
-    local cid, wid, ms, owner = string.match(e, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-    local f = next_fence(last)
-    if redis.call(pub, h .. ':w:' .. cid, wid .. ':' .. f) > 0 then
-      redis.call('HSET', h, '', f .. ':' .. wid)
+    local top = redis.call('ZPOPMIN', q)
+    if not top[1] then return false end
+    local cid, wid, ms, cms, owner = string.match(top[1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    if wid == self then return 'self' end
+    local now = now_us()
+    local f = next_fence(last, now)
+    local msg = string.format('%s:%d:%s:%d', wid, f, top[2], now)
+    if redis.call(pub, h .. ':w:' .. cid, msg) > 0 then
+      redis.call('HSET', h, '', string.format('%d:%s:%d:%s', f, wid, now + tonumber(cms) * 1000, owner))
       redis.call('HINCRBY', h, owner, 1)
       redis.call('PEXPIRE', h, ms)
-      return true
+      local nxt = redis.call('ZRANGE', q, 0, 0)[1]
+      if nxt then
+        local ncid, nwid = string.match(nxt, '^([^|]*)|([^|]*)|')
+        if nwid ~= self then redis.call(pub, h .. ':w:' .. ncid, nwid .. ':0') end
+      end
+      return tonumber(cms)
     end
-    last = tonumber(f)
+    last = f
   end
 end

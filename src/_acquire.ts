@@ -1,17 +1,33 @@
-// acquire() after validation, and the argument checks shared by the public entry points.
-import { type ClientState, isClient, type RedisLike, stateOf } from "./_client.ts";
-import { drift, FENCE_RETAIN_MS, grant, keysOf, LeaseImpl, releaseHandle } from "./_hold.ts";
-import { acquire as ACQUIRE, extend as EXTEND, release as RELEASE } from "./_scripts.ts";
+// acquire() after validation, and the argument checks shared by the public entry points. The flow reads one way:
+// attempt (one script call, bounded) → grant (a hold with its local deadline) or wait (queued, woken by one
+// message, re-checking on a heartbeat) → grant. A call whose outcome is unknown is undone by its attempt id.
+import { bounded, type ClientState, isClient, type RedisLike, stateOf } from "./_client.ts";
+import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts";
+import {
+  type Acquired,
+  acquireCall,
+  attemptId,
+  channelOf,
+  extendCall,
+  keysOf,
+  type LeaseKeys,
+  type QueueEntry,
+  releaseCall,
+} from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
 import { fail, type Resolved } from "./_validate.ts";
-import { LeaseLostError, LockTimeoutError, ReplicationError } from "./errors.ts";
+import { Waiter } from "./_waiter.ts";
+import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
 import { acquireRedlock } from "./_redlock.ts";
 
-/** The longest a waiter sleeps before re-checking (and re-queueing itself), ms. */
-const WAIT_SLICE_MS = 10_000;
-/** An idle wait queue expires after this long; every waiter refreshes it on each check. */
-const QUEUE_TTL_MS = 3 * WAIT_SLICE_MS;
+/**
+ * What a single command may take beyond `waitMs`, so that `waitMs: 0` still gets an answer over a slow link:
+ * `acquire` settles by `waitMs` plus this at the latest.
+ */
+export const ACQUIRE_GRACE_MS = 250;
+/** How long an aborted acquire waits for its undo (normally one fast round trip) before it rejects, ms. */
+export const ABORT_CLEANUP_MS = 50;
 
 /** The owner string of a Lease handle from this library. */
 export function ownerOf(lease: Lease): string | undefined {
@@ -39,6 +55,10 @@ export function checkClients(op: string, client: unknown): asserts client is Red
   if (new Set(client).size !== client.length) fail(op, "client", "must not repeat a client", client, RangeError);
 }
 
+export function checkLease(op: string, lease: unknown): asserts lease is LeaseImpl {
+  if (!(lease instanceof LeaseImpl)) fail(op, "lease", "must be a Lease returned by acquire()", lease);
+}
+
 /** acquire() on one client or, for an array, by Redlock. */
 export function acquireAny(client: RedisLike | readonly RedisLike[], o: Resolved): Promise<LeaseImpl> {
   if (!Array.isArray(client)) return acquireResolved(client as RedisLike, o);
@@ -46,198 +66,232 @@ export function acquireAny(client: RedisLike | readonly RedisLike[], o: Resolved
   return acquireRedlock(client, o, o.nodeTimeoutMs, o.retryDelayMs);
 }
 
-/** acquire() after validation. */
-export async function acquireResolved(client: RedisLike, o: Resolved): Promise<LeaseImpl> {
-  const st = stateOf(client);
-  const [key, queue] = keysOf(o.prefix, o.name);
-  const owner = o.owner ?? crypto.randomUUID();
-  const ms = String(o.ms);
-  const start = performance.now();
-  let lease: LeaseImpl;
-  let wrote = true; // whether our own connection wrote the grant (else a releaser's handoff did)
-  if (o.waitMs > 0 && st.listening && st.subscribed(`${key}:w:${st.id}`)) {
-    // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
-    const w = await waitQueued(st, o, key, queue, owner, start, -1);
-    lease = w.lease;
-    wrote = w.wrote;
-    if (o.replicas > 0) await confirmReplicated(lease, o, wrote);
+/** One acquire call: what it talks to, who it is for, and its bounds. */
+class Attempt {
+  readonly st: ClientState;
+  readonly keys: LeaseKeys;
+  readonly owner: string;
+  readonly id = attemptId();
+  readonly start = performance.now();
+  /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
+  readonly deadline: number;
+  readonly bound: { until: number; signal: AbortSignal | undefined; name: string };
+
+  constructor(client: RedisLike, readonly o: Resolved) {
+    this.st = stateOf(client);
+    this.keys = keysOf(o.prefix, o.name);
+    this.owner = o.owner ?? crypto.randomUUID();
+    this.deadline = this.start + o.waitMs;
+    this.bound = { until: this.deadline + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
+  }
+
+  /** Whether undo() has been sent since the last call. */
+  undone = false;
+
+  /** One script call. An error leaves its outcome unknown: undo the attempt, then fail as the caller expects. */
+  async call(entry?: QueueEntry): Promise<Acquired> {
+    this.undone = false;
+    try {
+      return await acquireCall(this.st, this.keys, { owner: this.owner, ms: this.o.ms, attempt: this.id, entry }, this.bound);
+    } catch (e) {
+      throw await this.abandon(e, entry);
+    }
+  }
+
+  /**
+   * Give up this attempt because of `e`: send its undo and wait for it briefly (so that a healthy Redis has
+   * dropped the queue entry when acquire rejects), then return the error to reject with.
+   */
+  async abandon(e: unknown, entry?: QueueEntry): Promise<unknown> {
+    const failure = this.failure(e);
+    if (!this.undone) {
+      const left = this.o.signal?.aborted ? ABORT_CLEANUP_MS : this.bound.until - performance.now();
+      await Promise.race([this.undo(entry), nap(Math.max(0, Math.min(left, ABORT_CLEANUP_MS * 4)), undefined)]);
+    }
+    return failure;
+  }
+
+  /** A grant from a reply to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
+  fromReply(fence: number, t0: number): LeaseImpl | undefined {
+    const lease = grant(this.st, this.granted(fence, t0 + this.o.ms - drift(this.o.ms)), this.o);
+    if (!lease) void this.undo();
     return lease;
   }
-  let r: number;
-  try {
-    r = await st.run(ACQUIRE, [key, queue], [owner, ms, "", "", ""]) as number;
-  } catch (e) {
-    // The reply may be lost after Redis granted it (connection dropped): an owner generated for this call is
-    // ours alone, so release whatever it may hold instead of leaving a phantom holder for a whole lease.
-    if (o.owner === undefined) {
-      st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, "", "", ""]).catch(() => {});
-    }
-    throw e;
+
+  granted(fence: number, deadline: number, claimAt?: number): Granted {
+    return { keys: this.keys, name: this.o.name, owner: this.owner, fence, deadline, claimAt };
   }
-  if (r > 0) {
-    lease = grant(st, key, o.name, owner, r, o, start);
+
+  /**
+   * Give back whatever this attempt took (its queue entry, and the hold it was granted if any) once Redis
+   * answers: retried on errors until its grant would have lapsed by TTL anyway. Not awaited.
+   */
+  undo(entry?: QueueEntry): Promise<void> {
+    this.undone = true;
+    const until = performance.now() + this.o.ms;
+    const send = (backoff: number): Promise<void> =>
+      releaseCall(this.st, this.keys, { owner: this.owner, attempt: this.id, entry }, { until, name: this.o.name })
+        .then(() => {}, (e) => {
+          // A timeout means the command is still queued in the client (it runs when Redis is back) or lost.
+          if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
+            unrefTimeout(() => void send(Math.min(backoff * 2, 1_000)), backoff);
+          }
+        });
+    return send(50);
+  }
+
+  /** The error to reject with: the signal's reason, a LockTimeoutError for a bound that passed, else as is. */
+  failure(e: unknown): unknown {
+    if (this.o.signal?.aborted) return this.o.signal.reason;
+    if (e instanceof RedisTimeoutError) return new LockTimeoutError(this.o.name, -1, this.waited(), { cause: e });
+    return e;
+  }
+
+  timeout(retryMs: number): LockTimeoutError {
+    return new LockTimeoutError(this.o.name, retryMs, this.waited());
+  }
+
+  waited(): number {
+    return performance.now() - this.start;
+  }
+}
+
+/** acquire() after validation. */
+export async function acquireResolved(client: RedisLike, o: Resolved): Promise<LeaseImpl> {
+  const a = new Attempt(client, o);
+  const queue = o.waitMs > 0 && a.st.canListen;
+  let w: Waited | undefined;
+  if (queue && a.st.listening && a.st.subscribed(channelOf(a.keys, a.st.id))) {
+    // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
+    w = await waitQueued(a, -1);
   } else {
-    if (o.waitMs === 0) throw new LockTimeoutError(o.name, -1 - r, performance.now() - start);
-    o.signal?.throwIfAborted();
-    const w = st.canListen
-      ? await waitQueued(st, o, key, queue, owner, start, -1 - r)
-      : await waitPolling(st, o, key, queue, owner, start, -1 - r);
-    lease = w.lease;
-    wrote = w.wrote;
+    const r = await a.call();
+    const lease = r.fence === undefined ? undefined : a.fromReply(r.fence, a.start);
+    if (lease) w = { lease, wrote: true };
+    else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? -1);
+    else {
+      o.signal?.throwIfAborted();
+      w = queue ? await waitQueued(a, r.retryMs ?? -1) : await waitPolling(a, r.retryMs ?? -1);
+    }
   }
-  if (o.replicas > 0) await confirmReplicated(lease, o, wrote);
-  return lease;
+  if (o.replicas > 0) await confirmReplicated(a, w.lease, w.wrote);
+  return w.lease;
+}
+
+interface Waited {
+  readonly lease: LeaseImpl;
+  /** Whether our own connection wrote the grant (else a releaser's handoff did). */
+  readonly wrote: boolean;
 }
 
 /**
  * With `replicas`, a grant counts only once that many replicas acknowledged it (WAIT on the connection that
  * wrote it, right after the write); otherwise undo it and fail.
  */
-async function confirmReplicated(lease: LeaseImpl, o: Resolved, wrote: boolean): Promise<void> {
+async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): Promise<void> {
   const hold = lease.hold;
   let acked: number;
   try {
     // A handoff was written by the releaser's connection: write once more on ours so WAIT covers the grant.
-    const st = hold.target as ClientState;
-    if (!wrote && await st.run(EXTEND, [hold.key], [hold.owner, String(hold.ms), String(hold.fence)]) !== 1) {
-      throw new LeaseLostError(o.name, "not-held");
+    const t0 = performance.now();
+    if (!wrote) {
+      if (await extendCall(a.st, a.keys, { owner: a.owner, ms: a.o.ms, fence: hold.fence }, a.bound) !== true) {
+        throw new LeaseLostError(a.o.name, "not-held");
+      }
+      hold.renewed(t0, a.o.ms);
     }
-    acked = await st.waitReplicas(hold.key, o.replicas, o.replicaTimeoutMs);
+    acked = await a.st.waitReplicas(a.keys.hash, a.o.replicas, a.o.replicaTimeoutMs, a.bound);
   } catch (e) {
     await releaseHandle(lease).catch(() => {});
-    throw e;
+    throw a.failure(e);
   }
-  if (acked < o.replicas) {
+  if (acked < a.o.replicas) {
     await releaseHandle(lease).catch(() => {});
-    throw new ReplicationError(o.name, acked, o.replicas);
+    throw new ReplicationError(a.o.name, acked, a.o.replicas);
   }
 }
 
-interface Waited {
-  readonly lease: LeaseImpl;
-  readonly wrote: boolean;
-}
-
-/** Wait in the FIFO queue for a handoff, listening before queueing so that a handoff cannot be missed. */
-async function waitQueued(
-  st: ClientState,
-  o: Resolved,
-  key: string,
-  queue: string,
-  owner: string,
-  start: number,
-  pttl: number,
-): Promise<Waited> {
-  const ms = String(o.ms);
-  const wid = crypto.randomUUID().replaceAll("-", "");
-  const entry = `${st.id}|${wid}|${ms}|${owner}`;
-  let granted: number | undefined;
-  let wake: (() => void) | undefined;
-  let orphaned: (() => void) | undefined;
-  const channel = `${key}:w:${st.id}`;
-  const listening = st.listen(channel, wid, (fence) => {
-    if (orphaned) return orphaned();
-    granted = fence;
-    wake?.();
-  });
-  // Subscribing can hang while the subscriber connection reconnects: bound it by the wait and the signal.
-  let subscribed = false;
-  await nap(Math.max(0, start + o.waitMs - performance.now()), o.signal, (w) => {
-    if (w) {
-      const settled = () => {
-        subscribed = true;
-        w();
-      };
-      listening.then(settled, settled);
-    }
-  });
-  if (!subscribed) {
-    listening.then((leave) => leave(), () => {});
-    o.signal?.throwIfAborted();
-    throw new LockTimeoutError(o.name, pttl, performance.now() - start);
+/**
+ * Wait in the FIFO queue, listening before queueing so that a handoff cannot be missed. A handoff message is
+ * taken up at once (no round trip) when its claim window leaves enough time; the hold then claims it in the
+ * background unless it is released first. Between messages the waiter re-checks on a heartbeat of `claimMs`,
+ * which also passes on a grant that its waiter never claimed.
+ */
+async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
+  const { st, o } = a;
+  const entry: QueueEntry = { clientId: st.id, attempt: a.id, ms: o.ms, claimMs: o.claimMs, owner: a.owner };
+  const waiter = new Waiter(entry);
+  const channel = channelOf(a.keys, st.id);
+  const listening = st.listen(channel, a.id, (m) => waiter.onMessage(m));
+  let leave: () => void;
+  try {
+    leave = await bounded(listening, { ...a.bound, until: a.deadline });
+  } catch (e) {
+    listening.then((l) => l(), () => {});
+    throw e instanceof RedisTimeoutError ? a.timeout(retryMs) : a.failure(e);
   }
-  const leave = await listening;
-  const cancel = async () => {
-    const r = await st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, wid, entry, ""]);
-    // An owner generated for this call is ours alone: if an attempt whose reply we lost took the lease, drop it.
-    if (r === 0 && o.owner === undefined) await st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, "", "", ""]);
+  const took = (lease: LeaseImpl, wrote: boolean): Waited => {
+    waiter.state = "ended";
+    // Keep the subscription while we hold what we waited for: we are likely to wait here again.
+    const unref = st.retain(channel);
+    leave();
+    lease.hold.onEnd.push(unref);
+    return { lease, wrote };
   };
-  const deadline = start + o.waitMs;
-  const firstQueued = performance.now();
   try {
     for (;;) {
       o.signal?.throwIfAborted();
-      let t0 = performance.now();
-      let wrote = false;
-      if (granted === undefined) {
-        const res = await st.run(ACQUIRE, [key, queue], [owner, ms, wid, entry, String(QUEUE_TTL_MS)]) as number;
-        if (res > 0) granted ??= res;
-        else pttl = -1 - res;
+      if (waiter.state === "granted") {
+        const g = waiter.grant!;
+        const lease = grant(st, a.granted(g.fence, g.deadline, g.claimAt), o);
+        if (lease) return took(lease, false);
+        waiter.state = "unverified"; // too late to use unclaimed: the next check claims it if still ours
       }
-      if (granted !== undefined) {
-        // Handed over at some moment after we first queued: measure the lease from then, conservatively, and
-        // renew at once if that leaves less than half of it.
-        t0 = firstQueued;
-        if (t0 + o.ms - drift(o.ms) - performance.now() < o.ms / 2) {
-          t0 = performance.now();
-          if (await st.run(EXTEND, [key], [owner, ms, String(granted)]) !== 1) {
-            granted = undefined; // lost before we could use it: keep waiting
-            continue;
-          }
-          wrote = true;
-        }
-        // Keep the subscription while we hold what we waited for: we are likely to wait here again.
-        const unref = st.retain(channel);
-        leave();
-        const lease = grant(st, key, o.name, owner, granted, o, t0);
-        lease.hold.onEnd.push(unref);
-        return { lease, wrote };
+      const version = waiter.version;
+      const t0 = performance.now();
+      const r = await a.call(entry);
+      if (r.fence !== undefined) {
+        const lease = a.fromReply(r.fence, t0);
+        if (lease) return took(lease, true);
+        waiter.state = "queued"; // past its deadline when the reply came: undone, wait again
+        continue;
       }
-      const left = deadline - performance.now();
-      if (left <= 0) throw new LockTimeoutError(o.name, pttl, performance.now() - start);
-      await nap(Math.min(pttl < 0 ? WAIT_SLICE_MS : pttl + 1, left, WAIT_SLICE_MS), o.signal, (w) => (wake = w));
+      waiter.queued(r, t0);
+      if (waiter.version === version && waiter.state === "unverified") waiter.state = "queued"; // taken back
+      retryMs = r.retryMs;
+      const left = a.deadline - performance.now();
+      if (left <= 0) throw a.timeout(retryMs);
+      if (waiter.state !== "queued") continue;
+      // Sleep until the holder's TTL ends, the heartbeat, or a message; a "next" message moves the wake-up to
+      // the end of the claim window of the waiter ahead.
+      const wakeAt = performance.now() + Math.min(retryMs + 1, left, o.claimMs);
+      while (waiter.state === "queued" && !o.signal?.aborted) {
+        const target = Math.min(wakeAt, waiter.recheckAt);
+        const ms = target - performance.now();
+        if (ms <= 0) break;
+        await nap(ms, o.signal, (w) => waiter.onWake(w));
+      }
+      waiter.recheckAt = Infinity;
     }
   } catch (e) {
-    // Leave the queue; if the lease was handed to us meanwhile, pass it on.
-    try {
-      await cancel();
-      leave();
-    } catch {
-      // Redis did not answer: our entry may still be queued. Keep listening until the queue would have expired,
-      // and pass on a late handoff, so a dead entry never holds the lease for a whole lease period.
-      const timer = unrefTimeout(leave, QUEUE_TTL_MS);
-      orphaned = () => {
-        clearTimeout(timer);
-        cancel().catch(() => {}).finally(leave);
-      };
-    }
-    throw e;
+    waiter.state = "ended";
+    leave();
+    throw await a.abandon(e, entry);
   }
 }
 
 /** Without pub/sub (e.g. HTTP): retry with jittered exponential backoff, every sleep bounded by the holder's TTL. */
-async function waitPolling(
-  st: ClientState,
-  o: Resolved,
-  key: string,
-  queue: string,
-  owner: string,
-  start: number,
-  pttl: number,
-): Promise<Waited> {
-  const deadline = start + o.waitMs;
+async function waitPolling(a: Attempt, retryMs: number): Promise<Waited> {
   for (let backoff = 10;; backoff = Math.min(backoff * 2, 1_000)) {
-    const left = deadline - performance.now();
-    if (left <= 0) throw new LockTimeoutError(o.name, pttl, performance.now() - start);
-    await nap(Math.min(pttl < 0 ? backoff : pttl + 1, left, backoff * (0.5 + Math.random())), o.signal);
-    o.signal?.throwIfAborted();
+    const left = a.deadline - performance.now();
+    if (left <= 0) throw a.timeout(retryMs);
+    await nap(Math.min(retryMs < 0 ? backoff : retryMs + 1, left, backoff * (0.5 + Math.random())), a.o.signal);
+    a.o.signal?.throwIfAborted();
     const t0 = performance.now();
-    const r = await st.run(ACQUIRE, [key, queue], [owner, String(o.ms), "", "", ""]) as number;
-    if (r > 0) return { lease: grant(st, key, o.name, owner, r, o, t0), wrote: true };
-    pttl = -1 - r;
+    const r = await a.call();
+    if (r.fence !== undefined) {
+      const lease = a.fromReply(r.fence, t0);
+      if (lease) return { lease, wrote: true };
+    } else retryMs = r.retryMs;
   }
-}
-
-export function checkLease(op: string, lease: unknown): asserts lease is LeaseImpl {
-  if (!(lease instanceof LeaseImpl)) fail(op, "lease", "must be a Lease returned by acquire()", lease);
 }

@@ -1,12 +1,52 @@
 // Per-client state: script loading with NOSCRIPT recovery, waiter routing over the driver's pub/sub, and the
 // holds this client owns (one watchdog per held name and owner).
 import { ALL_SCRIPTS, type Script } from "./_scripts.ts";
-import { FENCE_RETAIN_MS, type Hold, type Target } from "./_hold.ts";
-import { extend as EXTEND, release as RELEASE } from "./_scripts.ts";
-import { ReplicationError } from "./errors.ts";
+import type { Hold, Target } from "./_hold.ts";
+import { extendCall, parseMessage, releaseCall, type WaiterMessage } from "./_protocol.ts";
+import { RedisTimeoutError, ReplicationError } from "./errors.ts";
 import { unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
 import { type Driver, isDriver } from "./driver.ts";
+
+/** How long a call may take: until `until` on the performance.now() clock, and no longer than `signal` allows. */
+export interface Bound {
+  readonly until: number;
+  readonly signal?: AbortSignal;
+  /** The lease the call is about (for the timeout error). */
+  readonly name: string;
+}
+
+/**
+ * Settle as `p` does, or reject when the bound passes (RedisTimeoutError) or its signal aborts (its reason),
+ * whichever comes first; `abort` (when given) is aborted too, so an abortable driver stops waiting as well.
+ */
+export function bounded<T>(p: Promise<T>, b: Bound, abort?: AbortController): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const s = b.signal;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const finish = () => {
+      if (timer !== undefined) clearTimeout(timer);
+      s?.removeEventListener("abort", onAbort);
+    };
+    const giveUp = (e: unknown) => {
+      finish();
+      abort?.abort(e);
+      reject(e);
+    };
+    const onAbort = () => giveUp(s!.reason);
+    if (s?.aborted) return giveUp(s.reason);
+    const left = b.until - performance.now();
+    if (left !== Infinity) timer = unrefTimeout(() => giveUp(new RedisTimeoutError(b.name, Math.max(0, Math.round(left)))), left);
+    s?.addEventListener("abort", onAbort, { once: true });
+    p.then((v) => {
+      finish();
+      resolve(v);
+    }, (e) => {
+      finish();
+      reject(e);
+    });
+  });
+}
 
 /**
  * A client redlease accepts: a {@linkcode Driver}, or a node-redis v4/v5 client (standalone, cluster or
@@ -29,7 +69,7 @@ function errorCode(e: unknown): string {
 }
 
 interface Channel {
-  readonly waiters: Map<string, (fence: number) => void>;
+  readonly waiters: Map<string, (message: WaiterMessage) => void>;
   readonly listener: (message: string) => void;
   readonly ready: Promise<void>;
   /** Waiters plus holds that came through the queue: the subscription is kept while any remain. */
@@ -71,35 +111,47 @@ export class ClientState implements Target {
    * EVALSHA a preloaded script; after NOSCRIPT (flush, restart, failover, a slot moved to another master) reload
    * and retry once. TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s.
    */
-  run(script: Script, keys: string[], args: string[]): Promise<unknown> {
-    if (!this.#ready) return this.#load(keys[0]).then(() => this.#send(script, keys, args, 0, false));
-    return this.#send(script, keys, args, 0, false);
+  run(script: Script, keys: string[], args: string[], bound?: Bound): Promise<unknown> {
+    // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
+    const abort = bound && this.driver.abortable ? new AbortController() : undefined;
+    const signal = abort?.signal;
+    const p = this.#ready
+      ? this.#send(script, keys, args, 0, false, signal)
+      : this.#load(keys[0], signal).then(() => this.#send(script, keys, args, 0, false, signal));
+    return bound ? bounded(p, bound, abort) : p;
   }
 
-  #send(script: Script, keys: string[], args: string[], tries: number, reloaded: boolean): Promise<unknown> {
-    return this.driver.evalScript(script.sha, keys, args).catch(async (e: unknown) => {
+  #send(
+    script: Script,
+    keys: string[],
+    args: string[],
+    tries: number,
+    reloaded: boolean,
+    signal: AbortSignal | undefined,
+  ): Promise<unknown> {
+    return this.driver.evalScript(script.sha, keys, args, signal).catch(async (e: unknown) => {
       const code = errorCode(e);
       if (code === "NOSCRIPT" && !reloaded) {
         this.#ready = false;
-        await this.#load(keys[0]);
-        return this.#send(script, keys, args, tries, true);
+        await this.#load(keys[0], signal);
+        return this.#send(script, keys, args, tries, true, signal);
       }
-      if (code === "TRYAGAIN" && tries < 100) {
+      if (code === "TRYAGAIN" && tries < 100 && !signal?.aborted) {
         await sleep(20);
-        return this.#send(script, keys, args, tries + 1, reloaded);
+        return this.#send(script, keys, args, tries + 1, reloaded, signal);
       }
       throw e;
     });
   }
 
   /** SCRIPT LOAD every script (concurrently: one round trip on a pipelining client). */
-  #load(key: string): Promise<void> {
+  #load(key: string, signal?: AbortSignal): Promise<void> {
     if (!this.#checked) {
       this.#checked = true;
       void this.#checkEviction(key);
     }
     return this.#loading ??= Promise.all(ALL_SCRIPTS.map(async (s) => {
-      const sha = await this.driver.loadScript(s.source, key);
+      const sha = await this.driver.loadScript(s.source, key, signal);
       if (sha !== s.sha) throw new Error(`SCRIPT LOAD of ${s.name} returned ${sha}, expected ${s.sha}`);
     })).then(() => {
       this.#ready = true;
@@ -128,24 +180,23 @@ export class ClientState implements Target {
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
   }
 
-  async renew(hold: Hold, ms: number): Promise<boolean> {
-    if (await this.run(EXTEND, [hold.key], [hold.owner, String(ms), String(hold.fence)]) !== 1) return false;
+  async renew(hold: Hold, ms: number, bound: Bound): Promise<boolean> {
+    if (await extendCall(this, hold.keys, { owner: hold.owner, ms, fence: hold.fence }, bound) !== true) return false;
     if (hold.replicas > 0) {
-      const acked = await this.waitReplicas(hold.key, hold.replicas, hold.replicaTimeoutMs);
+      const acked = await this.waitReplicas(hold.keys.hash, hold.replicas, hold.replicaTimeoutMs, bound);
       if (acked < hold.replicas) throw new ReplicationError(hold.name, acked, hold.replicas);
     }
     return true;
   }
 
-  async release(hold: Hold): Promise<boolean> {
-    const args = [hold.owner, String(FENCE_RETAIN_MS), this.publish, "", "", String(hold.fence)];
-    return await this.run(RELEASE, [hold.key, `${hold.key}:q`], args) !== 0;
+  async release(hold: Hold, bound: Bound): Promise<boolean> {
+    return await releaseCall(this, hold.keys, { owner: hold.owner, fence: hold.fence }, bound) !== "not-held";
   }
 
   /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */
-  async waitReplicas(key: string, replicas: number, timeoutMs: number): Promise<number> {
+  async waitReplicas(key: string, replicas: number, timeoutMs: number, bound: Bound): Promise<number> {
     if (!this.driver.command) throw new TypeError("Cannot wait for replicas as this client's driver has no 'command'");
-    return Number(await this.driver.command(key, ["WAIT", String(replicas), String(timeoutMs)]));
+    return Number(await bounded(this.driver.command(key, ["WAIT", String(replicas), String(timeoutMs)]), bound));
   }
 
   /** Whether this client is subscribed to `channel` (it has waited there recently): wait without a plain try. */
@@ -159,23 +210,23 @@ export class ClientState implements Target {
   }
 
   /**
-   * Route grant messages for waiter `wid` on `channel` to `onGrant`. The first waiter on a channel subscribes
+   * Route the messages for attempt `wid` on `channel` to `onMessage`. The first waiter on a channel subscribes
    * (awaited, so a waiter is listening before it queues). Returns the function that removes this waiter.
    */
-  async listen(channel: string, wid: string, onGrant: (fence: number) => void): Promise<() => void> {
+  async listen(channel: string, wid: string, onMessage: (message: WaiterMessage) => void): Promise<() => void> {
     const driver = this.driver;
     let ch = this.#channels.get(channel);
     if (!ch) {
-      const waiters = new Map<string, (fence: number) => void>();
-      const listener = (message: string) => {
-        const i = message.indexOf(":");
-        waiters.get(message.slice(0, i))?.(Number(message.slice(i + 1)));
+      const waiters = new Map<string, (message: WaiterMessage) => void>();
+      const listener = (text: string) => {
+        const m = parseMessage(text);
+        if (m) waiters.get(m.attempt)?.(m);
       };
       ch = { waiters, listener, ready: driver.subscribe!(channel, listener), refs: 0, drop: undefined };
       this.#channels.set(channel, ch);
     }
     const c = ch;
-    c.waiters.set(wid, onGrant);
+    c.waiters.set(wid, onMessage);
     const unref = this.retain(channel);
     const leave = () => {
       if (c.waiters.delete(wid)) unref();

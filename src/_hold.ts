@@ -1,23 +1,29 @@
-// A Hold is one (client, name, owner) that this process holds, however many reentrant Lease handles share it.
-// It owns the single timer: the next watchdog renewal, or the local deadline.
+// A Hold is one (target, name, owner) that this process holds, however many reentrant Lease handles share it.
+// It owns its clock and its one timer (the next renewal, or the local deadline) and every change of its state:
+// granted, re-entered, renewed, extended, lost, released.
+import type { Bound } from "./_client.ts";
+import type { LeaseKeys } from "./_protocol.ts";
 import { LeaseLostError, type LeaseLossReason } from "./errors.ts";
 import type { Lease } from "./lease.ts";
-import { type Timer, unrefTimeout } from "./_timers.ts";
+import { unrefTimeout } from "./_timers.ts";
 
 /** Redlock's clock-drift allowance: 1 % of the lease plus 2 ms. */
 export function drift(ms: number): number {
   return Math.floor(ms * 0.01) + 2;
 }
 
-/**
- * The lease's hash and queue keys. The whole name is the hash tag, so all of a lease's keys and channels share a
- * cluster slot; `%` and `}` are percent-encoded so that a name cannot end the tag early (or leave it empty).
- */
-export function keysOf(prefix: string, name: string): [hash: string, queue: string] {
-  const tag = /[%}]/.test(name) ? name.replace(/[%}]/g, (c) => (c === "%" ? "%25" : "%7D")) : name;
-  const hash = `${prefix}:{${tag}}`;
-  return [hash, `${hash}:q`];
+/** The time source of a hold: performance.now() and unref'd timers, or a fake one in tests. */
+export interface Clock {
+  now(): number;
+  set(fn: () => void, ms: number): unknown;
+  clear(timer: unknown): void;
 }
+
+export const realClock: Clock = {
+  now: () => performance.now(),
+  set: unrefTimeout,
+  clear: (t) => clearTimeout(t as ReturnType<typeof setTimeout>),
+};
 
 /** Where a hold lives: one Redis (a ClientState) or a Redlock group of independent masters. */
 export interface Target {
@@ -25,90 +31,160 @@ export interface Target {
   readonly holds: Map<string, Hold>;
   /**
    * Reset the hold's TTL to `ms` if its owner still holds it: true; false when it is not held. Rejects when
-   * that cannot be known or is not enough (Redis unreachable, too few replicas acknowledged, no quorum).
+   * that cannot be known within `bound` or is not enough (unreachable, too few replicas acknowledged, no quorum).
    */
-  renew(hold: Hold, ms: number): Promise<boolean>;
+  renew(hold: Hold, ms: number, bound: Bound): Promise<boolean>;
   /** Release one hold of the owner; true when it was held. */
-  release(hold: Hold): Promise<boolean>;
+  release(hold: Hold, bound: Bound): Promise<boolean>;
+}
+
+/** What a grant needs to know of the acquire options. */
+export interface GrantOptions {
+  readonly ms: number;
+  readonly watchdog: boolean;
+  readonly replicas: number;
+  readonly replicaTimeoutMs: number;
+}
+
+/** One grant from Redis, as the acquire path learned it. */
+export interface Granted {
+  readonly keys: LeaseKeys;
+  readonly name: string;
+  readonly owner: string;
+  readonly fence: number;
+  /** Conservative local deadline of the grant (performance.now() clock). */
+  readonly deadline: number;
+  /** A handed-over grant not claimed yet: claim it (renew) at this time unless it has ended by then. */
+  readonly claimAt?: number;
 }
 
 export class Hold {
   readonly handles: Set<LeaseImpl> = new Set();
   lost = false;
-  #timer: Timer | undefined;
+  #timer: unknown;
   #renewing = false;
+  #deadline: number;
+  #ms: number;
+  #watchdog: boolean;
+  #claimAt: number | undefined;
+  /** Run when this process's hold ends (final release or loss), after the release command. */
+  readonly onEnd: Array<() => void> = [];
 
   constructor(
     readonly target: Target,
     readonly id: string,
-    readonly key: string,
-    readonly name: string,
-    readonly owner: string,
-    readonly fence: number,
-    /** TTL set on renewal (watchdog) or the fixed lease. */
-    public ms: number,
-    public watchdog: boolean,
-    /** Conservative local deadline, performance.now() clock. */
-    public deadline: number,
-    /** Renewals count only once this many replicas acknowledged them (0: no WAIT). */
-    readonly replicas: number = 0,
-    readonly replicaTimeoutMs: number = 0,
-  ) {}
+    g: Granted,
+    o: GrantOptions,
+    readonly clock: Clock = realClock,
+  ) {
+    this.keys = g.keys;
+    this.name = g.name;
+    this.owner = g.owner;
+    this.fence = g.fence;
+    this.#deadline = g.deadline;
+    this.#claimAt = g.claimAt;
+    this.#ms = o.ms;
+    this.#watchdog = o.watchdog;
+    this.replicas = o.replicas;
+    this.replicaTimeoutMs = o.replicaTimeoutMs;
+  }
 
+  readonly keys: LeaseKeys;
+  readonly name: string;
+  readonly owner: string;
+  readonly fence: number;
+  /** Renewals count only once this many replicas acknowledged them (0: no WAIT). */
+  readonly replicas: number;
+  readonly replicaTimeoutMs: number;
+
+  /** Conservative local deadline, performance.now() clock. */
+  get deadline(): number {
+    return this.#deadline;
+  }
+  /** TTL set on renewal (watchdog) or the fixed lease. */
+  get ms(): number {
+    return this.#ms;
+  }
+  get watchdog(): boolean {
+    return this.#watchdog;
+  }
+  /** Whether this is a handed-over grant that has not been claimed yet. */
+  get claiming(): boolean {
+    return this.#claimAt !== undefined;
+  }
   get active(): boolean {
     return !this.lost && this.handles.size > 0;
   }
 
-  /** Arm the one timer: the next renewal in watchdog mode (unless one is in flight), else the deadline. */
+  /** A reentrant grant to the same owner (same fence): the script only ever lengthens the TTL (PEXPIRE GT). */
+  reenter(deadline: number, o: GrantOptions): void {
+    this.#deadline = Math.max(this.#deadline, deadline);
+    if (o.watchdog) {
+      // Watchdog holds keep the key alive for the longest period any of them asked for.
+      this.#ms = this.#watchdog ? Math.max(this.#ms, o.ms) : o.ms;
+      this.#watchdog = true;
+    }
+  }
+
+  /** Redis reset the TTL to `ms` by a renewal or claim sent at `t0`. */
+  renewed(t0: number, ms: number): void {
+    this.#claimAt = undefined;
+    this.#deadline = Math.max(this.#deadline, t0 + ms - drift(ms));
+    this.arm();
+  }
+
+  /** Redis set the TTL to `ms` by an extend() sent at `t0`: the deadline is exactly that, even if earlier. */
+  extended(t0: number, ms: number): void {
+    this.#claimAt = undefined;
+    this.#deadline = t0 + ms - drift(ms);
+    if (!this.#watchdog) this.#ms = ms;
+    this.arm();
+  }
+
+  /** Arm the one timer: the claim or the next renewal (unless one is in flight), else the deadline. */
   arm(): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.clock.clear(this.#timer);
     this.#timer = undefined;
     if (!this.active) return;
-    const now = performance.now();
-    if (this.watchdog && !this.#renewing) {
-      const at = Math.min(this.deadline, this.deadline - this.ms + drift(this.ms) + Math.floor(this.ms / 3));
-      this.#timer = unrefTimeout(() => void this.#renew(), at - now);
+    const now = this.clock.now();
+    if ((this.#watchdog || this.#claimAt !== undefined) && !this.#renewing) {
+      const ms = this.#ms;
+      const at = this.#claimAt ?? Math.min(this.#deadline, this.#deadline - ms + drift(ms) + Math.floor(ms / 3));
+      this.#timer = this.clock.set(() => void this.#renew(), at - now);
     } else {
-      this.#timer = unrefTimeout(() => {
+      this.#timer = this.clock.set(() => {
         this.#timer = undefined;
-        if (performance.now() >= this.deadline) this.lose(this.watchdog ? "unreachable" : "expired");
+        if (this.clock.now() >= this.#deadline) this.lose(this.#watchdog ? "unreachable" : "expired");
         else this.arm();
-      }, this.deadline - now);
+      }, this.#deadline - now);
     }
   }
 
   async #renew(): Promise<void> {
     this.#timer = undefined;
     if (!this.active) return;
-    if (performance.now() >= this.deadline) return this.lose("unreachable");
+    if (this.clock.now() >= this.#deadline) return this.lose(this.#watchdog ? "unreachable" : "expired");
     this.#renewing = true;
     this.arm(); // the deadline guard while the renewal is in flight
-    const t0 = performance.now();
-    let r: boolean;
+    const t0 = this.clock.now();
+    let held: boolean;
     try {
-      r = await this.target.renew(this, this.ms);
+      held = await this.target.renew(this, this.#ms, { until: this.#deadline, name: this.name });
     } catch (e) {
       this.#renewing = false;
       if (!this.active) return;
       // Redis unreachable or erroring: keep trying until the local deadline, then give the lease up.
-      const left = this.deadline - performance.now();
-      if (left <= 0) return this.lose("unreachable", e);
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
-      this.#timer = unrefTimeout(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.ms / 10))));
+      const left = this.#deadline - this.clock.now();
+      if (left <= 0) return this.lose(this.#watchdog ? "unreachable" : "expired", e);
+      if (this.#timer !== undefined) this.clock.clear(this.#timer);
+      this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
       return;
     }
     this.#renewing = false;
     if (!this.active) return;
-    if (r) {
-      this.deadline = Math.max(this.deadline, t0 + this.ms - drift(this.ms));
-      this.arm();
-    } else {
-      this.lose("not-held");
-    }
+    if (held) this.renewed(t0, this.#ms);
+    else this.lose("not-held");
   }
-
-  /** Run when this process's hold ends (final release or loss), after the release command. */
-  readonly onEnd: Array<() => void> = [];
 
   ended(): void {
     for (const fn of this.onEnd.splice(0)) fn();
@@ -124,7 +200,7 @@ export class Hold {
   }
 
   stop(): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.clock.clear(this.#timer);
     this.#timer = undefined;
     if (this.target.holds.get(this.id) === this) this.target.holds.delete(this.id);
   }
@@ -172,65 +248,50 @@ export class LeaseImpl implements Lease {
   }
 }
 
-/** What a grant needs to know of the acquire options. */
-export interface GrantOptions {
-  readonly ms: number;
-  readonly watchdog: boolean;
-  readonly replicas: number;
-  readonly replicaTimeoutMs: number;
-}
-
-/** Attach a new handle for a fresh or reentrant grant measured from `t0` (sent-before time). */
-export function grant(
-  st: Target,
-  key: string,
-  name: string,
-  owner: string,
-  fence: number,
-  o: GrantOptions,
-  t0: number,
-): LeaseImpl {
-  const { ms, watchdog } = o;
-  const id = `${key}\n${owner}`;
-  const deadline = t0 + ms - drift(ms);
-  let hold = st.holds.get(id);
-  if (hold && hold.fence !== fence) {
+/**
+ * Attach a new handle for a fresh, reentrant or handed-over grant. Returns undefined when the grant is already
+ * past its local deadline: it counts as not acquired (the caller undoes it).
+ */
+export function grant(target: Target, g: Granted, o: GrantOptions, clock: Clock = realClock): LeaseImpl | undefined {
+  if (g.deadline <= clock.now()) return undefined;
+  const id = `${g.keys.hash}\n${g.owner}`;
+  let hold = target.holds.get(id);
+  if (hold && hold.fence !== g.fence) {
     // Redis granted a new lease (new fence): the hold we knew of had been lost without us noticing yet.
     hold.lose("not-held");
     hold = undefined;
   }
   if (!hold) {
-    hold = new Hold(st, id, key, name, owner, fence, ms, watchdog, deadline, o.replicas, o.replicaTimeoutMs);
-    st.holds.set(id, hold);
+    hold = new Hold(target, id, g, o, clock);
+    target.holds.set(id, hold);
   } else {
-    // Reentrant: the script only ever lengthens the TTL (PEXPIRE GT).
-    hold.deadline = Math.max(hold.deadline, deadline);
-    if (watchdog) {
-      // Watchdog holds keep the key alive for the longest period any of them asked for.
-      hold.ms = hold.watchdog ? Math.max(hold.ms, ms) : ms;
-      hold.watchdog = true;
-    }
+    hold.reenter(g.deadline, o);
   }
-  const lease = new LeaseImpl(hold, name, owner, fence);
+  const lease = new LeaseImpl(hold, g.name, g.owner, g.fence);
   hold.handles.add(lease);
   hold.arm();
   return lease;
 }
 
-/** Implementation of release(): idempotent per handle; false once released, when lost, or if Redis says so. */
-export function releaseHandle(lease: LeaseImpl): Promise<boolean> {
+/** The least time release() and extend() wait for Redis, even when the lease has less left, ms. */
+export const MIN_CALL_MS = 250;
+
+/**
+ * Implementation of release(): idempotent per handle; false once released, when lost, or if Redis says so.
+ * Bounded by `timeoutMs`, by default the lease's remaining time (at least MIN_CALL_MS).
+ */
+export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boolean> {
   return lease.releasing ??= (async () => {
     const hold = lease.hold;
+    const now = performance.now();
+    const until = now + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - now));
     hold.handles.delete(lease);
     if (hold.handles.size === 0) hold.stop();
     lease.end(released ??= new DOMException("Lease released", "AbortError"));
     try {
-      return await hold.target.release(hold);
+      return await hold.target.release(hold, { until, name: hold.name });
     } finally {
       if (hold.handles.size === 0) hold.ended();
     }
   })();
 }
-
-/** How long the fence record outlives a final release, ms. */
-export const FENCE_RETAIN_MS = 10_000;

@@ -1,9 +1,9 @@
 // Redlock over independent masters (the algorithm in the Redis documentation), on the same scripts and lease
 // handles as a single Redis: acquire on every node with a per-node timeout, succeed on a majority within the
 // lease's validity, undo everywhere otherwise; renew and release by quorum.
-import { type ClientState, type RedisLike, stateOf } from "./_client.ts";
-import { drift, FENCE_RETAIN_MS, grant, type Hold, keysOf, type LeaseImpl, type Target } from "./_hold.ts";
-import { acquire as ACQUIRE, extend as EXTEND, release as RELEASE } from "./_scripts.ts";
+import { type Bound, type ClientState, type RedisLike, stateOf } from "./_client.ts";
+import { drift, grant, type Hold, type LeaseImpl, type Target } from "./_hold.ts";
+import { acquireCall, attemptId, extendCall, keysOf, releaseCall } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LockTimeoutError, QuorumError } from "./errors.ts";
@@ -17,9 +17,8 @@ const groups = new WeakMap<ClientState, Map<string, RedlockGroup>>();
 /** Each master's own fence for a Redlock hold (undefined where that master did not grant it, or not yet). */
 const nodeFences = new WeakMap<Hold, Array<number | undefined>>();
 
-function fenceOn(hold: Hold, node: number): string {
-  const f = nodeFences.get(hold)?.[node];
-  return f === undefined ? "" : String(f);
+function fenceOn(hold: Hold, node: number): number | undefined {
+  return nodeFences.get(hold)?.[node];
 }
 
 export function groupOf(clients: readonly RedisLike[], nodeTimeoutMs: number): RedlockGroup {
@@ -41,19 +40,30 @@ export class RedlockGroup implements Target {
   }
 
   /** Run `fn` on every node at once; each result is its reply, or the error (a NodeTimeout after the timeout). */
-  all(fn: (st: ClientState) => Promise<unknown>): Promise<unknown[]> {
-    return Promise.all(this.nodes.map((st) =>
+  all(fn: (st: ClientState, i: number) => Promise<unknown>): Promise<unknown[]> {
+    return Promise.all(this.nodes.map((st, i) =>
       new Promise<unknown>((resolve) => {
         const timer = unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${this.nodeTimeoutMs} ms`)), this.nodeTimeoutMs);
-        fn(st).then(resolve, resolve).finally(() => clearTimeout(timer));
+        fn(st, i).then(resolve, resolve).finally(() => clearTimeout(timer));
       })
     ));
   }
 
-  async renew(hold: Hold, ms: number): Promise<boolean> {
+  /**
+   * Renew on every node; a node that lost the lease (restarted empty) gets it back where it is free there, so
+   * restarting masters one at a time never loses a held lease. Lost only when a majority cannot be held.
+   */
+  async renew(hold: Hold, ms: number, bound: Bound): Promise<boolean> {
     const t0 = performance.now();
-    const rs = await this.all((st) =>
-      st.run(EXTEND, [hold.key], [hold.owner, String(ms), fenceOn(hold, this.nodes.indexOf(st))])
+    const fences = nodeFences.get(hold);
+    const rs = await this.all((st, i) =>
+      extendCall(st, hold.keys, { owner: hold.owner, ms, fence: fenceOn(hold, i), reestablish: true }, bound).then(
+        (r) => {
+          if (typeof r === "boolean") return r ? 1 : 0;
+          if (fences) fences[i] = r.fence; // re-established: this node's fence for the hold from now on
+          return 1;
+        },
+      )
     );
     const ok = rs.filter((r) => r === 1).length;
     if (ok >= this.quorum && performance.now() - t0 < ms - drift(ms)) return true;
@@ -61,18 +71,9 @@ export class RedlockGroup implements Target {
     throw new QuorumError(hold.name, ok, this.quorum, rs.filter((r) => r instanceof Error));
   }
 
-  async release(hold: Hold): Promise<boolean> {
-    const rs = await this.all((st) =>
-      st.run(RELEASE, [hold.key, `${hold.key}:q`], [
-        hold.owner,
-        String(FENCE_RETAIN_MS),
-        st.publish,
-        "",
-        "",
-        fenceOn(hold, this.nodes.indexOf(st)),
-      ])
-    );
-    return rs.filter((r) => typeof r === "number" && r > 0).length >= this.quorum;
+  async release(hold: Hold, bound: Bound): Promise<boolean> {
+    const rs = await this.all((st, i) => releaseCall(st, hold.keys, { owner: hold.owner, fence: fenceOn(hold, i) }, bound));
+    return rs.filter((r) => typeof r === "string" && r !== "not-held").length >= this.quorum;
   }
 }
 
@@ -84,33 +85,39 @@ export async function acquireRedlock(
   retryDelayMs: number,
 ): Promise<LeaseImpl> {
   const group = groupOf(clients, nodeTimeoutMs);
-  const [key, queue] = keysOf(o.prefix, o.name);
+  const keys = keysOf(o.prefix, o.name);
   const owner = o.owner ?? crypto.randomUUID();
-  const ms = String(o.ms);
   const start = performance.now();
   const deadline = start + o.waitMs;
   for (;;) {
     const t0 = performance.now();
-    const rs = await group.all((st) => st.run(ACQUIRE, [key, queue], [owner, ms, "", "", ""]));
+    const attempt = attemptId();
+    const replies = await group.all((st) => acquireCall(st, keys, { owner, ms: o.ms, attempt }));
+    // Per node: its fence (> 0) where granted, minus one minus its busy time where held elsewhere, or the error.
+    const rs = replies.map((r) =>
+      r instanceof Error ? r : (r as { fence?: number; retryMs: number }).fence ?? -1 - (r as { retryMs: number }).retryMs
+    );
     const fences = rs.filter((r): r is number => typeof r === "number" && r > 0);
     // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
     if (fences.length >= group.quorum && o.ms - (performance.now() - t0) - drift(o.ms) > 0) {
       // Reentrant: keep the live hold's fence even if a master that did not grant it before grants it now.
-      const held = group.holds.get(`${key}\n${owner}`);
+      const held = group.holds.get(`${keys.hash}\n${owner}`);
       const fence = held && held.active ? held.fence : Math.max(...fences);
-      const lease = grant(group, key, o.name, owner, fence, o, t0);
-      const now = rs.map((r) => (typeof r === "number" && r > 0 ? r : undefined));
-      const known = nodeFences.get(lease.hold);
-      if (known) now.forEach((f, i) => (known[i] ??= f));
-      else nodeFences.set(lease.hold, now);
-      return lease;
+      const lease = grant(group, { keys, name: o.name, owner, fence, deadline: t0 + o.ms - drift(o.ms) }, o);
+      if (lease) {
+        const now = rs.map((r) => (typeof r === "number" && r > 0 ? r : undefined));
+        const known = nodeFences.get(lease.hold);
+        if (known) now.forEach((f, i) => (known[i] ??= f));
+        else nodeFences.set(lease.hold, now);
+        return lease;
+      }
     }
     // Undo on every node that granted it or may have (no reply, or an error after sending): never leave a
     // minority holding it. A node that answered "busy" holds nothing of ours.
-    await group.all((st, i = group.nodes.indexOf(st)) =>
+    await group.all((st, i) =>
       typeof rs[i] === "number" && (rs[i] as number) <= 0
         ? Promise.resolve(0)
-        : st.run(RELEASE, [key, queue], [owner, String(FENCE_RETAIN_MS), st.publish, "", "", ""])
+        : releaseCall(st, keys, { owner, attempt })
     );
     const errors = rs.filter((r) => r instanceof Error);
     const busy = rs.filter((r): r is number => typeof r === "number" && r <= 0).map((r) => -1 - r);

@@ -1,10 +1,11 @@
 // Argument checks shared by every entry point; they run before any Redis command.
-import type { AcquireOptions, KeyOptions, Lease } from "./lease.ts";
+import type { AcquireOptions, CallOptions, KeyOptions, Lease } from "./lease.ts";
 import { MAX_TIMER_MS } from "./_timers.ts";
 
 export const DEFAULT_PREFIX = "redlease";
 export const DEFAULT_WATCHDOG_MS = 30_000;
 export const DEFAULT_WAIT_MS = 10_000;
+export const DEFAULT_CLAIM_MS = 1_000;
 const MAX_NAME = 1024;
 const MAX_OWNER = 512;
 
@@ -45,6 +46,14 @@ function checkInt(op: string, what: string, v: unknown, min: number, max = MAX_T
   return v;
 }
 
+/** The `timeoutMs` of a CallOptions object, or undefined for the call's default. */
+export function checkCallOptions(op: string, options: CallOptions | undefined): number | undefined {
+  if (options !== undefined && (typeof options !== "object" || options === null)) {
+    fail(op, "options", "must be an object", options);
+  }
+  return options?.timeoutMs === undefined ? undefined : checkInt(op, "timeoutMs", options.timeoutMs, 1);
+}
+
 export function checkLeaseMs(op: string, v: unknown): number {
   return checkInt(op, "leaseMs", v, 1);
 }
@@ -63,6 +72,7 @@ export interface Resolved {
   readonly replicaTimeoutMs: number;
   readonly nodeTimeoutMs: number;
   readonly retryDelayMs: number;
+  readonly claimMs: number;
 }
 
 export function resolveAcquire(
@@ -107,8 +117,10 @@ export function resolveAcquire(
   const replicaTimeoutMs = checkInt(op, "replicaTimeoutMs", o.replicaTimeoutMs ?? 1_000, 1, 60_000);
   const nodeTimeoutMs = checkInt(op, "nodeTimeoutMs", o.nodeTimeoutMs ?? Math.max(5, Math.min(50, Math.floor(ms / 200))), 1, ms);
   const retryDelayMs = checkInt(op, "retryDelayMs", o.retryDelayMs ?? 100, 1, 60_000);
+  const claimMs = checkInt(op, "claimMs", o.claimMs ?? DEFAULT_CLAIM_MS, 10, 60_000);
   signal?.throwIfAborted();
   return {
+    claimMs,
     name,
     prefix,
     ms,

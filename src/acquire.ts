@@ -3,7 +3,7 @@ import { acquireAny, checkClients, ownerOf } from "./_acquire.ts";
 import { resolveAcquire } from "./_validate.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 
-export type { AcquireOptions, KeyOptions, Lease } from "./lease.ts";
+export type { AcquireOptions, CallOptions, KeyOptions, Lease } from "./lease.ts";
 export type { RedisLike } from "./_client.ts";
 export type { Driver } from "./driver.ts";
 

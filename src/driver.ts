@@ -16,11 +16,13 @@ export interface Driver {
   /**
    * `EVALSHA sha numkeys ...keys ...args` on the node that serves `keys[0]`. Must reject with an error whose
    * message starts with `NOSCRIPT` when the script is not loaded there (redlease then loads it and retries once).
-   * Integer replies must resolve to numbers, arrays to arrays.
+   * Integer replies must resolve to numbers, arrays to arrays. redlease bounds every call by the caller's deadline
+   * and signal whatever the driver does; a driver that sets `abortable` also receives a `signal` that aborts
+   * when redlease stops waiting, and should stop its request then.
    */
-  evalScript(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  evalScript(sha: string, keys: readonly string[], args: readonly string[], signal?: AbortSignal): Promise<unknown>;
   /** `SCRIPT LOAD source` on every node that may serve `key` (every master of a cluster); resolves the SHA1. */
-  loadScript(source: string, key: string): Promise<string>;
+  loadScript(source: string, key: string, signal?: AbortSignal): Promise<string>;
   /**
    * Send a raw command on the same connection and node that serve `key`, after the commands sent before it —
    * used for `WAIT` after a lease write. Needed only for the `replicas` option.
@@ -35,6 +37,8 @@ export interface Driver {
   unsubscribe?(channel: string, listener: (message: string) => void): Promise<void>;
   /** Whether scripts must notify waiters with `SPUBLISH` (Redis Cluster sharded pub/sub) instead of `PUBLISH`. */
   readonly sharded?: boolean;
+  /** Whether `evalScript` and `loadScript` honour their `signal` argument (for example by aborting a `fetch`). */
+  readonly abortable?: boolean;
 }
 
 /** Whether `c` already is a {@linkcode Driver}. */

@@ -43,15 +43,39 @@ export class LockTimeoutError extends RedleaseError {
   readonly remainingMs: number;
   /** How long this call waited, in ms. */
   readonly waitedMs: number;
-  constructor(lockName: string, remainingMs: number, waitedMs: number) {
-    super(
-      lockName,
-      `Cannot acquire lease '${lockName}': held by another owner for ${remainingMs} ms more (waited ${
-        Math.round(waitedMs)
-      } ms)`,
-    );
+  constructor(lockName: string, remainingMs: number, waitedMs: number, options?: { cause?: unknown }) {
+    const why = options?.cause instanceof RedisTimeoutError
+      ? "Redis did not answer in time"
+      : `held by another owner for ${remainingMs} ms more`;
+    super(lockName, `Cannot acquire lease '${lockName}': ${why} (waited ${Math.round(waitedMs)} ms)`, options);
     this.remainingMs = remainingMs;
     this.waitedMs = waitedMs;
+  }
+}
+
+/**
+ * Redis did not answer a lease command within its bound: the caller's deadline (`acquire`'s `waitMs`), or the
+ * `timeoutMs` of `release`, `extend` and `forceUnlock`. The command's outcome is unknown: it may still run when
+ * the connection recovers. redlease undoes an `acquire` whose outcome is unknown once Redis answers again; a
+ * `release` that timed out leaves the lease to expire by its TTL (its watchdog has stopped).
+ *
+ * @example
+ * ```ts
+ * import { release, RedisTimeoutError } from "redlease";
+ * try {
+ *   await release(lease, { timeoutMs: 500 });
+ * } catch (err) {
+ *   if (err instanceof RedisTimeoutError) console.warn(`no answer in ${err.timeoutMs} ms; the lease will expire`);
+ * }
+ * ```
+ */
+export class RedisTimeoutError extends RedleaseError {
+  override name = "RedisTimeoutError";
+  /** The bound that passed, in ms. */
+  readonly timeoutMs: number;
+  constructor(lockName: string, timeoutMs: number) {
+    super(lockName, `Redis did not answer within ${timeoutMs} ms about lease '${lockName}'`);
+    this.timeoutMs = timeoutMs;
   }
 }
 

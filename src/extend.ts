@@ -1,6 +1,6 @@
-import { drift } from "./_hold.ts";
-import { checkLeaseMs } from "./_validate.ts";
-import type { Lease } from "./lease.ts";
+import { MIN_CALL_MS } from "./_hold.ts";
+import { checkCallOptions, checkLeaseMs } from "./_validate.ts";
+import type { CallOptions, Lease } from "./lease.ts";
 import { checkLease } from "./_acquire.ts";
 
 /**
@@ -10,10 +10,12 @@ import { checkLease } from "./_acquire.ts";
  * @param lease A lease from {@linkcode acquire}.
  * @param leaseMs The new TTL in ms, integer from 1 to 2147483647. Defaults to the lease's own `leaseMs` (or
  *   `watchdogMs` in watchdog mode).
+ * @param options `timeoutMs`: how long to wait for Redis; by default the lease's remaining time, at least 250 ms.
  * @returns `false` when the lease was no longer held (released, lost, expired or force-unlocked); the lease is
  *   then lost and its signal aborts with {@linkcode LeaseLostError}.
  * @throws {TypeError | RangeError} for an invalid `lease` or `leaseMs`, before any Redis command; a Redis error
  *   is passed through.
+ * @throws {RedisTimeoutError} when Redis did not answer within `timeoutMs` (the deadline is not moved).
  * @throws {ReplicationError} with the `replicas` option, when too few replicas acknowledged the new TTL (the
  *   primary has it; the local deadline is not moved).
  *
@@ -24,20 +26,20 @@ import { checkLease } from "./_acquire.ts";
  * if (!(await extend(lease, 60_000))) throw new Error("lease lost");
  * ```
  */
-export async function extend(lease: Lease, leaseMs?: number): Promise<boolean> {
+export async function extend(lease: Lease, leaseMs?: number, options?: CallOptions): Promise<boolean> {
   checkLease("extend lease", lease);
   const hold = lease.hold;
   const ms = leaseMs === undefined ? hold.ms : checkLeaseMs("extend lease", leaseMs);
+  const timeoutMs = checkCallOptions("extend lease", options);
   if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
   const t0 = performance.now();
-  const held = await hold.target.renew(hold, ms);
+  const until = t0 + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - t0));
+  const held = await hold.target.renew(hold, ms, { until, name: hold.name });
   if (!hold.active) return false;
   if (!held) {
     hold.lose("not-held");
     return false;
   }
-  hold.deadline = t0 + ms - drift(ms);
-  if (!hold.watchdog) hold.ms = ms;
-  hold.arm();
+  hold.extended(t0, ms);
   return true;
 }

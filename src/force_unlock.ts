@@ -1,10 +1,12 @@
 import { checkClient } from "./_acquire.ts";
 import type { RedisLike } from "./_client.ts";
 import { stateOf } from "./_client.ts";
-import { FENCE_RETAIN_MS, keysOf } from "./_hold.ts";
-import { forceUnlock as FORCE_UNLOCK } from "./_scripts.ts";
-import { checkName, checkPrefix } from "./_validate.ts";
-import type { KeyOptions } from "./lease.ts";
+import { forceUnlockCall, keysOf } from "./_protocol.ts";
+import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
+import type { CallOptions, KeyOptions } from "./lease.ts";
+
+/** How long forceUnlock() and inspect() wait for Redis by default, ms. */
+export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
 
 /**
  * Remove every hold of every owner of the lease `name` — an operator's tool for a stuck lease. The fence record
@@ -12,9 +14,10 @@ import type { KeyOptions } from "./lease.ts";
  * the lease. Watchdog holders find out at their next renewal (within a third of `watchdogMs`), fixed-lease holders
  * at their next `extend()` or their local deadline; their `signal` then aborts with {@linkcode LeaseLostError}.
  *
- * @param client A connected node-redis v4 client.
+ * @param client A connected node-redis client or a {@linkcode Driver}.
  * @param name The lease name.
- * @param options `prefix`, if the lease was acquired with one.
+ * @param options `prefix`, if the lease was acquired with one; `timeoutMs`, how long to wait for Redis
+ *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}).
  * @returns `true` if the lease was held.
  *
  * @example
@@ -23,12 +26,16 @@ import type { KeyOptions } from "./lease.ts";
  * if (await forceUnlock(client, "cron:cleanup")) console.log("removed a stuck lease");
  * ```
  */
-export async function forceUnlock(client: RedisLike, name: string, options?: KeyOptions): Promise<boolean> {
+export async function forceUnlock(
+  client: RedisLike,
+  name: string,
+  options?: KeyOptions & CallOptions,
+): Promise<boolean> {
   const op = "force-unlock lease";
   checkClient(op, client);
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  const st = stateOf(client);
-  const r = await st.run(FORCE_UNLOCK, keysOf(prefix, name), [String(FENCE_RETAIN_MS), st.publish]);
-  return r !== 0;
+  const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
+  const until = performance.now() + timeoutMs;
+  return await forceUnlockCall(stateOf(client), keysOf(prefix, name), { until, name }) !== "not-held";
 }

@@ -1,10 +1,10 @@
 import { checkClient } from "./_acquire.ts";
 import type { RedisLike } from "./_client.ts";
 import { stateOf } from "./_client.ts";
-import { keysOf } from "./_hold.ts";
-import { inspect as INSPECT } from "./_scripts.ts";
-import { checkName, checkPrefix } from "./_validate.ts";
-import type { KeyOptions } from "./lease.ts";
+import { inspectCall, keysOf } from "./_protocol.ts";
+import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
+import type { CallOptions, KeyOptions } from "./lease.ts";
 
 /** What {@linkcode inspect} reports about one lease, read atomically. */
 export interface LeaseInfo {
@@ -27,7 +27,8 @@ export interface LeaseInfo {
  *
  * @param client A connected node-redis v4 client.
  * @param name The lease name.
- * @param options `prefix`, if the lease was acquired with one.
+ * @param options `prefix`, if the lease was acquired with one; `timeoutMs`, how long to wait for Redis
+ *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}).
  *
  * @example
  * ```ts
@@ -36,21 +37,18 @@ export interface LeaseInfo {
  * if (info.held) console.log(`${info.owners[0].owner} holds it for ${info.remainingMs} ms`);
  * ```
  */
-export async function inspect(client: RedisLike, name: string, options?: KeyOptions): Promise<LeaseInfo> {
+export async function inspect(
+  client: RedisLike,
+  name: string,
+  options?: KeyOptions & CallOptions,
+): Promise<LeaseInfo> {
   const op = "inspect lease";
   checkClient(op, client);
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  const r = await stateOf(client).run(INSPECT, keysOf(prefix, name), []) as Array<string | number>;
-  const owners: Array<{ owner: string; holds: number }> = [];
-  for (let i = 3; i < r.length; i += 2) owners.push({ owner: String(r[i]), holds: Number(r[i + 1]) });
-  const held = owners.length > 0;
-  return {
-    name,
-    held,
-    owners,
-    remainingMs: held ? Math.max(0, Number(r[1])) : 0,
-    fence: Number(r[0]),
-    waiters: Number(r[2]),
-  };
+  const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
+  const until = performance.now() + timeoutMs;
+  const r = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
+  const held = r.owners.length > 0;
+  return { name, held, owners: r.owners, remainingMs: held ? Math.max(0, r.pttl) : 0, fence: r.fence, waiters: r.waiters };
 }

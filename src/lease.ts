@@ -37,6 +37,18 @@ export interface Lease extends AsyncDisposable {
 }
 
 /**
+ * Options of `release`, `extend`, `forceUnlock` and `inspect`: how long to wait for Redis.
+ */
+export interface CallOptions {
+  /**
+   * How long the call may wait for Redis, in ms; it then rejects with {@linkcode RedisTimeoutError} (the
+   * command's outcome is unknown). Integer from 1 to 2147483647.
+   * @default {the lease's remaining time, at least 250 ms, for release and extend; 5000 for forceUnlock and inspect}
+   */
+  readonly timeoutMs?: number;
+}
+
+/**
  * Where the keys of a lease live.
  */
 export interface KeyOptions {
@@ -98,6 +110,16 @@ export interface AcquireOptions extends KeyOptions {
    * @default {1000}
    */
   readonly replicaTimeoutMs?: number;
+  /**
+   * The claim window, in ms. When a release hands the lease to this waiter, the grant is this waiter's at once
+   * (no extra round trip), but it must be claimed within this window, or it passes to the next live waiter: a
+   * waiter that died, is partitioned or never heard the message cannot strand the lease for longer. redlease
+   * claims it in the background (unless the lease is released first), and while queued re-checks the queue this
+   * often, so a free lease with live waiters is never idle longer than about this after any single fault.
+   * Integer from 10 to 60000.
+   * @default {1000}
+   */
+  readonly claimMs?: number;
   /**
    * Redlock only (a client array): how long one node may take to answer before it counts as failed for that
    * attempt. Keep it well below the lease. Integer from 1 to the lease.

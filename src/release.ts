@@ -1,6 +1,7 @@
 import { checkLease } from "./_acquire.ts";
 import { releaseHandle } from "./_hold.ts";
-import type { Lease } from "./lease.ts";
+import type { CallOptions, Lease } from "./lease.ts";
+import { checkCallOptions } from "./_validate.ts";
 
 /**
  * Release one hold of a lease. On the owner's last hold the lease is freed, or handed straight to the first
@@ -11,7 +12,12 @@ import type { Lease } from "./lease.ts";
  * `finally`. It rejects only for a Redis error; the lease then expires on its own within its TTL, since its
  * watchdog has stopped. `lease.signal` aborts with an `AbortError` DOMException.
  *
+ * It settles within `timeoutMs`: by default the lease's remaining time, and at least 250 ms, so a `release` in
+ * `finally` never hangs past the lease's own expiry when Redis does not answer; it then rejects with
+ * {@linkcode RedisTimeoutError} and the lease expires by its TTL.
+ *
  * @param lease A lease from {@linkcode acquire}.
+ * @param options `timeoutMs`: how long to wait for Redis.
  * @returns `true` when this call released a hold that Redis still had.
  *
  * @example
@@ -25,11 +31,12 @@ import type { Lease } from "./lease.ts";
  * }
  * ```
  */
-export async function release(lease: Lease): Promise<boolean> {
+export async function release(lease: Lease, options?: CallOptions): Promise<boolean> {
   checkLease("release lease", lease);
+  const timeoutMs = checkCallOptions("release lease", options);
   if (lease.releasing) {
     await lease.releasing.catch(() => {});
     return false;
   }
-  return await releaseHandle(lease);
+  return await releaseHandle(lease, timeoutMs);
 }

@@ -18,7 +18,7 @@ import {
   ReplicationError,
   withLock,
 } from "../mod.ts";
-import { keysOf } from "../src/_hold.ts";
+import { keysOf } from "../src/_protocol.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
 type IORedisCluster = InstanceType<typeof IORedisClusterClient>;
 import { bunRedis, type BunRedisClient } from "../src/adapters/bun.ts";
@@ -120,7 +120,7 @@ export const adapters: readonly AdapterCase[] = [
           const [d1, d2] = [ioredis(c1), ioredis(c2)];
           const name = ctx.fresh();
           const holder = await acquire(d1, name);
-          assert.equal(await ctx.admin.exists(`tenant7:${keysOf("redlease", name)[0]}`), 1);
+          assert.equal(await ctx.admin.exists(`tenant7:${keysOf("redlease", name).hash}`), 1);
           const waiting = acquire(d2, name, { waitMs: 10_000 });
           await until("the waiter is queued", async () => (await inspect(d1, name)).waiters === 1);
           const t0 = performance.now();
@@ -243,7 +243,7 @@ export function contract(ad: AdapterCase): void {
   let b: RedisLike;
   let count = 0;
   const fresh = () => `contract-${n.replace(/\W+/g, "-")}-${++count}-${Math.random().toString(36).slice(2, 8)}`;
-  const keyOf = (name: string) => keysOf("redlease", name)[0];
+  const keyOf = (name: string) => keysOf("redlease", name).hash;
   const scriptLoads = async () =>
     Number(/cmdstat_script\|load:calls=(\d+)/.exec(await admin.info("commandstats"))?.[1] ?? 0);
   const abortReason = (lease: Lease) =>
@@ -498,7 +498,7 @@ export function ioredisTopologies(): void {
     };
     // Names whose keys live on different masters.
     const names = ["alpha", "bravo", "echo"];
-    const keyOf = (name: string) => keysOf("redlease", name)[0];
+    const keyOf = (name: string) => keysOf("redlease", name).hash;
 
     before(async () => {
       topo = await import("./_topology.ts");

@@ -80,8 +80,9 @@ export function upstash(options: UpstashOptions): Driver {
   }
   const headers = { "authorization": `Bearer ${token}`, "content-type": "application/json" };
 
-  async function send(command: string[]): Promise<unknown> {
-    const init: RequestInit = { method: "POST", headers, body: JSON.stringify(command) };
+  async function send(command: string[], signal: AbortSignal | undefined): Promise<unknown> {
+    // redlease aborts the signal when it stops waiting (the caller's deadline or signal): the fetch stops too.
+    const init: RequestInit = { method: "POST", headers, body: JSON.stringify(command), signal };
     const res = await (customFetch ? customFetch(url, init) : globalThis.fetch(url, init));
     const text = await res.text();
     let body: { result?: unknown; error?: unknown } | undefined;
@@ -99,8 +100,9 @@ export function upstash(options: UpstashOptions): Driver {
   }
 
   return {
-    evalScript: (sha, keys, args) => send(["EVALSHA", sha, String(keys.length), ...keys, ...args]),
-    loadScript: async (source) => String(await send(["SCRIPT", "LOAD", source])),
+    abortable: true,
+    evalScript: (sha, keys, args, signal) => send(["EVALSHA", sha, String(keys.length), ...keys, ...args], signal),
+    loadScript: async (source, _key, signal) => String(await send(["SCRIPT", "LOAD", source], signal)),
   };
 }
 

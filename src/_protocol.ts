@@ -1,0 +1,177 @@
+// The Redis protocol of a lease, in one place: key and channel names, the arguments of every script call, and
+// the decoding of replies and waiter messages. No other module builds script arguments or reads raw replies.
+import type { Bound, ClientState } from "./_client.ts";
+import {
+  acquire as ACQUIRE,
+  extend as EXTEND,
+  forceUnlock as FORCE_UNLOCK,
+  inspect as INSPECT,
+  release as RELEASE,
+} from "./_scripts.ts";
+
+/** How long the grant record (the last fence) outlives a final release, ms. */
+export const FENCE_RETAIN_MS = 10_000;
+/** An idle wait queue expires after this long; every waiter refreshes it whenever it checks. */
+export const QUEUE_TTL_MS = 30_000;
+
+/** The keys of one lease; all share the lease name as their hash tag (one cluster slot). */
+export interface LeaseKeys {
+  /** The hash: owner → hold count, and the grant record. */
+  readonly hash: string;
+  /** The FIFO wait queue. */
+  readonly queue: string;
+}
+
+/**
+ * The lease's keys. The whole name is the hash tag, so all of a lease's keys and channels share a cluster slot;
+ * `%` and `}` are percent-encoded so that a name cannot end the tag early (or leave it empty).
+ */
+export function keysOf(prefix: string, name: string): LeaseKeys {
+  const tag = /[%}]/.test(name) ? name.replace(/[%}]/g, (c) => (c === "%" ? "%25" : "%7D")) : name;
+  const hash = `${prefix}:{${tag}}`;
+  return { hash, queue: `${hash}:q` };
+}
+
+/** The channel on which the waiters of client `clientId` hear about grants of the lease at `keys`. */
+export function channelOf(keys: LeaseKeys, clientId: string): string {
+  return `${keys.hash}:w:${clientId}`;
+}
+
+/** A new attempt id: names one acquire call in Redis, so that its retries and its undo are recognised. */
+export function attemptId(): string {
+  return crypto.randomUUID().replaceAll("-", "");
+}
+
+/** What a waiter puts in the queue: who to tell (client, attempt), and the grant it wants (lease, claim, owner). */
+export interface QueueEntry {
+  readonly clientId: string;
+  readonly attempt: string;
+  readonly ms: number;
+  readonly claimMs: number;
+  readonly owner: string;
+}
+
+function entryText(e: QueueEntry): string {
+  return `${e.clientId}|${e.attempt}|${e.ms}|${e.claimMs}|${e.owner}`;
+}
+
+/** The reply of an acquire call. */
+export type Acquired =
+  | { readonly fence: number; readonly retryMs?: undefined }
+  | {
+    readonly fence?: undefined;
+    /** Try again after this many ms: the holder's remaining TTL, or what is left of a claim window. */
+    readonly retryMs: number;
+    /** Server µs when the waiter was queued (waiting calls only). */
+    readonly queuedAt?: number;
+    /** Whether this call queued it (so the caller's send time is no later than `queuedAt`). */
+    readonly queuedNow?: boolean;
+  };
+
+export interface AcquireArgs {
+  readonly owner: string;
+  readonly ms: number;
+  readonly attempt: string;
+  /** Join (or stay in) the queue with this entry. */
+  readonly entry?: QueueEntry;
+}
+
+/** Take, re-enter or claim the lease, or learn when to try again (and queue, for a waiter). */
+export async function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
+  const args = [a.owner, String(a.ms), a.attempt, a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish];
+  const r = await st.run(ACQUIRE, [keys.hash, keys.queue], args, bound);
+  if (typeof r === "number") return r > 0 ? { fence: r } : { retryMs: -1 - r };
+  const [busy, queuedAt, queuedNow] = r as number[];
+  return { retryMs: -1 - Number(busy), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1 };
+}
+
+/** What a release did. */
+export type Released = "not-held" | "kept" | "freed" | "handed-over";
+const RELEASED: readonly Released[] = ["not-held", "kept", "freed", "handed-over"];
+
+export interface ReleaseArgs {
+  readonly owner: string;
+  /** The fence of the hold being released; omitted: any hold of the owner. */
+  readonly fence?: number;
+  /** Undo this acquire attempt instead: only the hold it took, if any (and its queue entry). */
+  readonly attempt?: string;
+  readonly entry?: QueueEntry;
+}
+
+/** Release one hold (or undo one attempt); the last hold hands the lease to the first live waiter. */
+export async function releaseCall(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<Released> {
+  const args = [
+    a.owner,
+    String(FENCE_RETAIN_MS),
+    st.publish,
+    a.fence === undefined ? "" : String(a.fence),
+    a.attempt ?? "",
+    a.entry ? entryText(a.entry) : "",
+  ];
+  return RELEASED[await st.run(RELEASE, [keys.hash, keys.queue], args, bound) as number];
+}
+
+export interface ExtendArgs {
+  readonly owner: string;
+  readonly ms: number;
+  readonly fence?: number;
+  /** Re-establish the lease where it is free (Redlock renewal on a master that restarted empty). */
+  readonly reestablish?: boolean;
+}
+
+/** Reset the TTL of a hold (and claim it if it was handed over): true, false when not held, or a new fence. */
+export async function extendCall(
+  st: ClientState,
+  keys: LeaseKeys,
+  a: ExtendArgs,
+  bound?: Bound,
+): Promise<boolean | { readonly fence: number }> {
+  const args = [a.owner, String(a.ms), a.fence === undefined ? "" : String(a.fence), a.reestablish ? "1" : ""];
+  const r = await st.run(EXTEND, [keys.hash], args, bound) as number;
+  return r > 1 ? { fence: r } : r === 1;
+}
+
+/** Remove every hold of every owner, keeping the fence record; the first live waiter is handed the lease. */
+export async function forceUnlockCall(
+  st: ClientState,
+  keys: LeaseKeys,
+  bound?: Bound,
+): Promise<"not-held" | "freed" | "handed-over"> {
+  const r = await st.run(FORCE_UNLOCK, [keys.hash, keys.queue], [String(FENCE_RETAIN_MS), st.publish], bound);
+  return r === 0 ? "not-held" : r === 1 ? "freed" : "handed-over";
+}
+
+/** A consistent snapshot of one lease. */
+export interface Snapshot {
+  readonly fence: number;
+  readonly pttl: number;
+  readonly waiters: number;
+  readonly owners: Array<{ owner: string; holds: number }>;
+}
+
+export async function inspectCall(st: ClientState, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
+  const r = await st.run(INSPECT, [keys.hash, keys.queue], [], bound) as Array<string | number>;
+  const owners: Array<{ owner: string; holds: number }> = [];
+  for (let i = 3; i < r.length; i += 2) owners.push({ owner: String(r[i]), holds: Number(r[i + 1]) });
+  return { fence: Number(r[0]), pttl: Number(r[1]), waiters: Number(r[2]), owners };
+}
+
+/** A message on a waiter channel, addressed to one attempt. */
+export type WaiterMessage =
+  | {
+    readonly kind: "grant";
+    readonly attempt: string;
+    readonly fence: number;
+    /** Server µs when the waiter was queued, and when it was granted. */
+    readonly queuedAt: number;
+    readonly grantedAt: number;
+  }
+  /** The waiter ahead was handed the lease: re-check when its claim window ends. */
+  | { readonly kind: "next"; readonly attempt: string };
+
+export function parseMessage(message: string): WaiterMessage | undefined {
+  const [attempt, fence, queuedAt, grantedAt] = message.split(":");
+  if (fence === "0") return { kind: "next", attempt };
+  const m = { kind: "grant" as const, attempt, fence: Number(fence), queuedAt: Number(queuedAt), grantedAt: Number(grantedAt) };
+  return Number.isFinite(m.fence) && Number.isFinite(m.queuedAt) && Number.isFinite(m.grantedAt) ? m : undefined;
+}

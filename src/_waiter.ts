@@ -1,0 +1,68 @@
+// The waiter of one acquire call, as an explicit state machine:
+//   queued ──grant message, enough time left──▶ granted ──(acquire path attaches the hold)──▶ ended
+//   queued ──grant message, validity unknown──▶ unverified ──re-check──▶ granted by reply, or queued again
+//   any ──cancel / timeout / abort──▶ ended
+// A message is a fact about one attempt (a fence, when it was queued and granted). It is applied only while the
+// waiter still waits, and only if it is newer than any grant it has seen: a late message about an earlier grant
+// never changes the current one.
+import { drift, realClock } from "./_hold.ts";
+import type { Acquired, QueueEntry, WaiterMessage } from "./_protocol.ts";
+
+/** A grant learned by message, with its conservative local deadline and when to claim it. */
+export interface MessageGrant {
+  readonly fence: number;
+  readonly deadline: number;
+  readonly claimAt: number;
+}
+
+export type WaiterState = "queued" | "granted" | "unverified" | "ended";
+
+export class Waiter {
+  state: WaiterState = "queued";
+  grant: MessageGrant | undefined;
+  /** Re-check no later than this (performance.now() clock): set when the waiter ahead was handed the lease. */
+  recheckAt = Infinity;
+  /** Bumped on every change a message makes, so the acquire path can tell whether one came during a call. */
+  version = 0;
+  #seen = 0;
+  /** Server µs when queued → local send time of the call that queued it (a lower bound of that moment). */
+  #sentAt = new Map<number, number>();
+  #wake: (() => void) | undefined;
+
+  constructor(readonly entry: QueueEntry, readonly now: () => number = realClock.now) {}
+
+  /** The reply to a queue check that was sent at `t0`. */
+  queued(r: Acquired, t0: number): void {
+    if (r.fence === undefined && r.queuedNow && r.queuedAt !== undefined) this.#sentAt.set(r.queuedAt, t0);
+  }
+
+  /** Where the nap between checks can be cut short. */
+  onWake(wake: (() => void) | undefined): void {
+    this.#wake = wake;
+  }
+
+  onMessage(m: WaiterMessage): void {
+    if (this.state === "granted" || this.state === "ended") return;
+    if (m.kind === "next") {
+      this.recheckAt = Math.min(this.recheckAt, this.now() + this.entry.claimMs + 5);
+    } else {
+      if (m.fence <= this.#seen) return;
+      this.#seen = m.fence;
+      const sent = this.#sentAt.get(m.queuedAt);
+      // Server time passes as local time does (less the drift allowance): the grant happened at least
+      // (grantedAt - queuedAt) after the call that queued us was sent, and holds until its claim window ends.
+      const window = Math.min(this.entry.ms, this.entry.claimMs);
+      const deadline = sent === undefined ? -Infinity : sent + (m.grantedAt - m.queuedAt) / 1000 + window - drift(window);
+      const now = this.now();
+      if (deadline - now > window / 4) {
+        this.grant = { fence: m.fence, deadline, claimAt: now + (deadline - now) / 2 };
+        this.state = "granted";
+      } else {
+        // Too little is known or left to use it without a round trip: a re-check claims it if it is still ours.
+        this.state = "unverified";
+      }
+    }
+    this.version++;
+    this.#wake?.();
+  }
+}

@@ -1,0 +1,285 @@
+// The fault contract, one test per defect found with a fault-injecting proxy between clients and Redis: every
+// call bounded by the caller's deadline and signal, no lease returned past its deadline, late messages that
+// change nothing, grants that pass on within the claim window, idempotent undo for fixed owners, Redlock that
+// survives a rolling restart, and FIFO across expiry. Each test failed on the engine before the rebuild.
+import assert from "node:assert/strict";
+import { createServer, type Server, type Socket } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { createClient } from "redis";
+import { acquire, inspect, type Lease, type LeaseLostError, LockTimeoutError, release } from "../mod.ts";
+import { upstash } from "../src/adapters/http.ts";
+import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
+import { RedisProc } from "../chaos/_servers.ts";
+import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+
+let n = 0;
+const fresh = () => `fault-${++n}-${Math.random().toString(36).slice(2)}`;
+
+/** Settles within `ms`, else rejects: a test never hangs on the behaviour it checks. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout>;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
+  });
+  return Promise.race([p, limit]).finally(() => clearTimeout(timer));
+}
+
+async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
+  const t0 = performance.now();
+  try {
+    return { value: await p, ms: performance.now() - t0 };
+  } catch (error) {
+    return { error, ms: performance.now() - t0 };
+  }
+}
+
+describe("the fault contract", () => {
+  let srv: RedisServer;
+  let admin: Client;
+  const proxies: FaultProxy[] = [];
+  const clients: Client[] = [];
+
+  /** A node-redis v4 client with default settings (offline queue, endless reconnect) through its own proxy. */
+  async function routed(): Promise<{ proxy: FaultProxy; client: Client }> {
+    const proxy = await startProxy({ port: srv.port });
+    proxies.push(proxy);
+    const client = createClient({ url: `redis://127.0.0.1:${proxy.port}`, socket: { reconnectStrategy: 50 } });
+    client.on("error", () => {});
+    await client.connect();
+    clients.push(client);
+    return { proxy, client };
+  }
+
+  before(async () => {
+    srv = await startRedis();
+    admin = await srv.client();
+  });
+  after(async () => {
+    for (const c of clients) await c.disconnect().catch(() => {});
+    for (const p of proxies) await p.close();
+    await srv.stop();
+  });
+
+  test("#1 acquire() settles by waitMs when Redis is unreachable (offline queue), and at once on abort", async () => {
+    const own = await startRedis();
+    const c = createClient({ url: own.url, socket: { reconnectStrategy: 50 } });
+    c.on("error", () => {});
+    await c.connect();
+    try {
+      await release(await acquire(c, "warm-up", { waitMs: 0 })); // scripts loaded
+      const held = await acquire(admin, fresh()); // unrelated: admin's server stays up
+      await release(held);
+      process.kill(own.pid, "SIGKILL");
+      await sleep(100);
+      const r = await settled(within(acquire(c, fresh(), { waitMs: 1_000 }), 10_000, "acquire"));
+      assert.ok(r.error instanceof LockTimeoutError, `rejects with LockTimeoutError: ${r.error}`);
+      assert.ok(r.ms < 2_000, `settled after ${Math.round(r.ms)} ms (waitMs 1000 + grace)`);
+
+      const ac = new AbortController();
+      const pending = settled(within(acquire(c, fresh(), { waitMs: 60_000, signal: ac.signal }), 10_000, "acquire"));
+      await sleep(200);
+      const t0 = performance.now();
+      ac.abort(new Error("stop"));
+      const a = await pending;
+      assert.equal((a.error as Error).message, "stop", "rejects with the signal's reason");
+      assert.ok(performance.now() - t0 < 100, "settles at once on abort");
+    } finally {
+      await c.disconnect().catch(() => {});
+      await own.stop();
+    }
+  });
+
+  test("#1 a queued waiter whose Redis dies settles by its waitMs", async () => {
+    const own = await startRedis();
+    const [h, w] = [await own.client(), createClient({ url: own.url, socket: { reconnectStrategy: 50 } })];
+    w.on("error", () => {});
+    await w.connect();
+    try {
+      const name = fresh();
+      await acquire(h, name);
+      const t0 = performance.now();
+      const waiting = settled(within(acquire(w, name, { waitMs: 1_500 }), 10_000, "queued acquire"));
+      await sleep(300);
+      process.kill(own.pid, "SIGKILL");
+      const r = await waiting;
+      assert.ok(r.error instanceof LockTimeoutError, `rejects with LockTimeoutError: ${r.error}`);
+      assert.ok(performance.now() - t0 < 2_500, `settled ${Math.round(performance.now() - t0)} ms after the call`);
+    } finally {
+      await w.disconnect().catch(() => {});
+      await own.stop();
+    }
+  });
+
+  test("#1 a half-open command connection: acquire settles at once when its signal aborts", async () => {
+    const { proxy, client } = await routed();
+    await release(await acquire(client, fresh())); // scripts loaded, connection up
+    proxy.blackhole({ kind: "command", direction: "both" });
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new Error("enough")), 500);
+    const r = await settled(within(acquire(client, fresh(), { signal: ac.signal }), 10_000, "acquire"));
+    proxy.heal();
+    assert.equal((r.error as Error)?.message, "enough");
+    assert.ok(r.ms < 900, `settled after ${Math.round(r.ms)} ms`);
+  });
+
+  test("#1 the HTTP adapter against an endpoint that never answers: settles by waitMs and aborts its fetch", async () => {
+    const sockets: Socket[] = [];
+    const silent: Server = createServer((s) => {
+      sockets.push(s);
+      s.on("error", () => {});
+    });
+    const signals: AbortSignal[] = [];
+    const fetching = (url: string, init: RequestInit) => {
+      signals.push(init.signal!);
+      return fetch(url, init);
+    };
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const port = (silent.address() as { port: number }).port;
+    try {
+      const redis = upstash({ url: `http://127.0.0.1:${port}`, token: "t", fetch: fetching });
+      const r = await settled(within(acquire(redis, fresh(), { waitMs: 500 }), 10_000, "acquire over HTTP"));
+      assert.ok(r.error instanceof LockTimeoutError, `rejects with LockTimeoutError: ${r.error}`);
+      assert.ok(r.ms < 1_500, `settled after ${Math.round(r.ms)} ms`);
+      const ac = new AbortController();
+      setTimeout(() => ac.abort(new Error("gone")), 300);
+      const s = await settled(within(acquire(redis, fresh(), { waitMs: 60_000, signal: ac.signal }), 10_000, "abort"));
+      assert.equal((s.error as Error)?.message, "gone");
+      assert.ok(s.ms < 800, `settled after ${Math.round(s.ms)} ms`);
+      assert.ok(signals.length >= 2 && signals.every((sig) => sig?.aborted), "every fetch was aborted");
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => silent.close(r));
+    }
+  });
+
+  test("#2 a grant whose reply arrives after the lease ran out is not returned, and is undone", async () => {
+    const { proxy, client } = await routed();
+    await release(await acquire(client, fresh()));
+    const name = fresh();
+    proxy.delay({ ms: 1_500, kind: "command", direction: "down" });
+    const r = await settled(within(acquire(client, name, { leaseMs: 500, waitMs: 1_000 }), 10_000, "acquire"));
+    proxy.delay({ ms: 0, kind: "command", direction: "down" });
+    if (r.value) {
+      assert.ok(r.value.remainingMs > 0 && !r.value.signal.aborted, "a returned lease is live");
+    } else {
+      assert.ok(r.error instanceof LockTimeoutError, `rejects with LockTimeoutError: ${r.error}`);
+    }
+    assert.ok(r.ms < 2_000, `settled after ${Math.round(r.ms)} ms`);
+  });
+
+  test("#3 a late handoff message about an earlier grant changes nothing", async () => {
+    const name = fresh();
+    const holder = await acquire(admin, name);
+    const { proxy, client } = await routed();
+    const waiting = acquire(client, name, { waitMs: 20_000, claimMs: 300 });
+    await sleep(200); // queued and subscribed
+    proxy.blackhole({ kind: "subscriber", direction: "down", hold: true });
+    await release(holder); // handed to the waiter, whose subscriber is deaf: it must not strand the lease
+    const lease = await within(waiting, 5_000, "the deaf waiter takes the lease by its own re-check");
+    proxy.heal(); // the held message about the grant now arrives, late
+    await sleep(300);
+    const info = await inspect(admin, name);
+    assert.equal(info.fence, lease.fence, "the handle's fence is the grant Redis holds");
+    assert.deepEqual(info.owners, [{ owner: lease.owner, holds: 1 }], "one hold, not two");
+    assert.equal(lease.signal.aborted, false);
+    assert.equal(await release(lease), true);
+    assert.equal((await inspect(admin, name)).held, false, "released: nothing lingers");
+  });
+
+  test("#4 #5 a waiter whose subscriber is half-open or reset takes a freed lease within about a claim window", async () => {
+    for (const fault of ["half-open", "reset"] as const) {
+      const name = fresh();
+      const holder = await acquire(admin, name);
+      const { proxy, client } = await routed();
+      const waiting = acquire(client, name, { waitMs: 20_000, claimMs: 500 });
+      await sleep(200);
+      if (fault === "half-open") proxy.blackhole({ kind: "subscriber", direction: "both" });
+      else proxy.reset({ kind: "subscriber" });
+      await sleep(50);
+      const t0 = performance.now();
+      await release(holder);
+      const lease = await within(waiting, 5_000, `${fault}: waiter`);
+      const took = performance.now() - t0;
+      proxy.heal();
+      assert.ok(took < 1_600, `${fault}: the waiter took it ${Math.round(took)} ms after the release`);
+      await release(lease);
+    }
+  });
+
+  test("#6 a waiter partitioned at the moment of handoff: the grant passes to the next live waiter", async () => {
+    const name = fresh();
+    const holder = await acquire(admin, name);
+    const cut = await routed();
+    const live = await srv.client();
+    const doomed = settled(acquire(cut.client, name, { waitMs: 4_000, claimMs: 500 }));
+    await sleep(150);
+    const next = acquire(live, name, { waitMs: 20_000, claimMs: 500 });
+    await sleep(150);
+    // The grant message is the last thing the partitioned client would have heard.
+    const partitioned = cut.proxy.partitionOn({ pattern: ":", kind: "subscriber", direction: "down" });
+    cut.proxy.blackhole({ kind: "command", direction: "both" });
+    const t0 = performance.now();
+    await release(holder);
+    await within(partitioned, 2_000, "the grant reached the partition");
+    const lease = await within(next, 5_000, "the next live waiter");
+    const took = performance.now() - t0;
+    assert.ok(took < 1_600, `passed on ${Math.round(took)} ms after the release (claim window 500 ms)`);
+    const d = await within(doomed, 6_000, "the partitioned waiter settles by its waitMs");
+    assert.ok(d.error instanceof LockTimeoutError, `the partitioned waiter times out: ${d.error ?? "resolved"}`);
+    cut.proxy.heal();
+    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: lease.owner, holds: 1 }]);
+    await release(lease);
+  });
+
+  test("#7 a fixed owner whose acquire reply was lost: the retry holds once, not twice", async () => {
+    const { proxy, client } = await routed();
+    await release(await acquire(client, fresh()));
+    const name = fresh();
+    const lost = proxy.loseNextReply({ kind: "command" });
+    const first = await settled(acquire(client, name, { owner: "svc-3", waitMs: 2_000 }));
+    await lost;
+    assert.ok(first.error, "the first call failed (its reply was lost after Redis granted it)");
+    const lease = await within(acquire(client, name, { owner: "svc-3", waitMs: 5_000 }), 6_000, "retry");
+    await sleep(100);
+    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc-3", holds: 1 }]);
+    assert.equal(await release(lease), true);
+    assert.equal((await inspect(admin, name)).held, false, "one release frees it");
+  });
+
+  test("#9 FIFO across expiry: a lease freed by its TTL goes to the head of the queue", async () => {
+    const name = fresh();
+    await acquire(admin, name, { leaseMs: 300 }); // never released
+    const cs = await Promise.all(Array.from({ length: 4 }, () => srv.client()));
+    const order: number[] = [];
+    const leases: Promise<Lease>[] = [];
+    for (let i = 0; i < 8; i++) {
+      // Every holder keeps its lease until its TTL frees it.
+      leases.push(acquire(cs[i % 4], name, { leaseMs: 300, waitMs: 20_000 }).then((l) => (order.push(i), l)));
+      await sleep(30);
+    }
+    await within(Promise.all(leases), 15_000, "all eight");
+    assert.deepEqual(order, [0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+});
+
+describe("Redlock under a rolling restart", () => {
+  test("#8 restarting the masters one at a time (each empty) never loses a held watchdog lease", async () => {
+    const procs = await Promise.all([0, 1, 2].map(() => RedisProc.start()));
+    try {
+      const a = await Promise.all(procs.map((p) => p.client()));
+      const b = await Promise.all(procs.map((p) => p.client()));
+      const name = fresh();
+      const lease = await acquire(a, name, { watchdogMs: 900 });
+      for (const p of procs) {
+        await p.restart();
+        await sleep(900); // at least two renewals with this master back, empty
+        const other = await settled(acquire(b, name, { waitMs: 0 }));
+        assert.ok(other.error instanceof LockTimeoutError, `nobody else gets it: ${other.error ?? "acquired"}`);
+      }
+      assert.equal(lease.signal.aborted, false, `still held: ${(lease.signal.reason as LeaseLostError)?.why}`);
+      assert.equal(await release(lease), true);
+    } finally {
+      await Promise.all(procs.map((p) => p.stop()));
+    }
+  });
+});
