@@ -1,5 +1,6 @@
 // `redlease run NAME [options] [--] CMD ARGS…`: hold a lease while a command runs.
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { constants } from "node:os";
 import process from "node:process";
 import { acquire, type Lease, LeaseLostError, LockTimeoutError, release } from "../mod.ts";
@@ -26,7 +27,11 @@ crashed host frees it within --lease. CMD gets these environment variables:
   REDLEASE_NAME   the lease name
   REDLEASE_OWNER  the owner id of this hold (pass it as --owner to a nested run to hold the lease reentrantly)
   REDLEASE_FENCE  the fencing token: pass it to the resource you protect, which rejects lower tokens
-SIGINT, SIGTERM and SIGHUP sent to redlease are forwarded to CMD. If the lease is lost (expired,
+SIGINT, SIGTERM and SIGHUP sent to redlease are forwarded to CMD. A Ctrl-C at a terminal is the exception:
+the terminal sends SIGINT to its whole foreground process group, CMD included, so redlease does not send it
+a second one. On Linux redlease tells this case by process group: while redlease and CMD are the terminal's
+foreground group, SIGINT is not forwarded, even if sent to redlease alone (send SIGTERM, or kill -INT -PGID).
+Elsewhere every SIGINT is forwarded, so CMD may get two for one Ctrl-C. If the lease is lost (expired,
 force-unlocked, or Redis unreachable until its deadline), CMD gets SIGTERM, then SIGKILL after --grace,
 and redlease exits with code 4 and one line on stderr. A watchdog lease is found lost at the latest one
 renewal (a third of --lease) after Redis dropped it. Signals go to CMD's own process, not to processes it
@@ -76,6 +81,46 @@ function signalChild(child: ChildProcess, sig: NodeJS.Signals): void {
   } catch { /* already gone */ }
 }
 
+interface DenoPermissions {
+  permissions?: { querySync?(d: { name: "read"; path: string }): { state: string } };
+}
+
+/** The process group (field 5) and its terminal's foreground process group (field 8) of /proc/PID/stat. */
+function processGroups(pid: number): { pgrp: number; tpgid: number } | undefined {
+  if (process.platform !== "linux") return undefined;
+  // Deno without read access to /proc would prompt for it (on a terminal) or throw: ask first, quietly.
+  const deno = (globalThis as { Deno?: DenoPermissions }).Deno;
+  if (deno && deno.permissions?.querySync?.({ name: "read", path: "/proc" }).state !== "granted") return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Field 2 is the command name in parentheses, which may hold spaces and ')': count from the last ')'.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // f[0] is field 3
+    const pgrp = Number(f[2]);
+    const tpgid = Number(f[5]);
+    return Number.isInteger(pgrp) && Number.isInteger(tpgid) ? { pgrp, tpgid } : undefined;
+  } catch {
+    return undefined; // no /proc, or the process is gone
+  }
+}
+
+/**
+ * Whether the terminal already sent the command the SIGINT that redlease got, so forwarding it would make one
+ * Ctrl-C two SIGINTs (and to many programs a second Ctrl-C means "force quit").
+ *
+ * Why by process group: a Ctrl-C makes the terminal signal every process of its foreground process group, and
+ * the command is spawned in redlease's group. JavaScript cannot see who sent a signal (no siginfo), so: when
+ * redlease's group is the terminal's foreground group and the command is still in it (it did not move to a
+ * group of its own), the SIGINT most likely came from the terminal and reached the command too. kill(1) aimed
+ * at redlease alone then is rare, and has workarounds (SIGTERM, or kill -INT -PGID). The command is not given a
+ * group of its own instead: it would then be a background job, stopped when it reads the terminal, and out of
+ * reach of Ctrl-Z and SIGWINCH. Not Linux, or /proc unreadable: false, and every SIGINT is forwarded.
+ */
+function terminalSignalledCommand(childPid: number): boolean {
+  const self = processGroups(process.pid);
+  if (self === undefined || self.tpgid <= 0 || self.pgrp !== self.tpgid) return false;
+  return processGroups(childPid)?.pgrp === self.pgrp;
+}
+
 /** Why a lease was lost, for the one line on stderr. */
 function lossText(err: LeaseLostError, leaseMs: number): string {
   if (err.why === "expired") return `its fixed lease of ${formatMs(leaseMs)} ran out`;
@@ -121,13 +166,16 @@ export async function run(argv: readonly string[]): Promise<number> {
   const prefix = checkPrefix("run", value(p, "prefix"));
   const url = resolveUrl("run", value(p, "url"));
 
-  // Signals: while waiting they cancel the wait; once the command runs they are forwarded to it.
+  // Signals: while waiting they cancel the wait; once the command runs they are forwarded to it, except a
+  // SIGINT the terminal sent the command as well (terminalSignalledCommand).
   let child: ChildProcess | undefined;
   let exited = false;
   const waiting = new AbortController();
   const onSignal = (sig: Forwarded) => {
     if (child) {
-      if (!exited) signalChild(child, sig);
+      if (exited || child.pid === undefined) return;
+      if (sig === "SIGINT" && terminalSignalledCommand(child.pid)) return;
+      signalChild(child, sig);
     } else if (!waiting.signal.aborted) {
       waiting.abort(new Interrupted(sig));
     }
