@@ -100,6 +100,9 @@ export class ClientState implements Target {
 
   constructor(readonly driver: Driver) {
     this.publish = driver.sharded ? "SPUBLISH" : "PUBLISH";
+    driver.onResubscribed?.(() => {
+      for (const c of this.#channels.values()) for (const [attempt, fn] of c.waiters) fn({ kind: "check", attempt });
+    });
   }
 
   /** Whether waiters can be woken by messages (else they poll). */

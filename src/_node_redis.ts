@@ -82,6 +82,7 @@ export function nodeRedisDriver(c: unknown): Driver {
   }
   const client = c as Standalone;
   let sub: Promise<Standalone> | undefined;
+  let resubscribed: (() => void) | undefined;
   const subscriber = () =>
     sub ??= (async () => {
       const conn = client.duplicate();
@@ -100,6 +101,8 @@ export function nodeRedisDriver(c: unknown): Driver {
       }
       // The subscriber lives and dies with the caller's client, so closing that client lets the process exit.
       client.on("end", close);
+      // "ready" after the first connect means it reconnected (node-redis re-subscribes its channels itself).
+      conn.on("ready", () => resubscribed?.());
       return conn;
     })();
   return {
@@ -110,5 +113,6 @@ export function nodeRedisDriver(c: unknown): Driver {
     unsubscribe: async (ch, l) => {
       if (sub) await (await sub).unsubscribe(ch, l);
     },
+    onResubscribed: (fn) => void (resubscribed = fn),
   };
 }

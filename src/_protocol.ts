@@ -167,7 +167,9 @@ export type WaiterMessage =
     readonly grantedAt: number;
   }
   /** The waiter ahead was handed the lease: re-check when its claim window ends. */
-  | { readonly kind: "next"; readonly attempt: string };
+  | { readonly kind: "next"; readonly attempt: string }
+  /** Local: the subscription was re-established, and messages may have been lost: re-check now. */
+  | { readonly kind: "check"; readonly attempt: string };
 
 export function parseMessage(message: string): WaiterMessage | undefined {
   const [attempt, fence, queuedAt, grantedAt] = message.split(":");

@@ -45,6 +45,8 @@ export class Waiter {
     if (this.state === "granted" || this.state === "ended") return;
     if (m.kind === "next") {
       this.recheckAt = Math.min(this.recheckAt, this.now() + this.entry.claimMs + 5);
+    } else if (m.kind === "check") {
+      this.recheckAt = this.now();
     } else {
       if (m.fence <= this.#seen) return;
       this.#seen = m.fence;

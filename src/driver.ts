@@ -33,6 +33,12 @@ export interface Driver {
    * poll with jittered backoff bounded by the holder's remaining TTL.
    */
   subscribe?(channel: string, listener: (message: string) => void): Promise<void>;
+  /**
+   * Register `fn` to be called each time the subscriber connection is back after a drop (reconnected and
+   * re-subscribed): messages sent meanwhile were lost, so waiters re-check at once instead of at their next
+   * heartbeat.
+   */
+  onResubscribed?(fn: () => void): void;
   /** Remove a listener added by `subscribe`, unsubscribing when it was the channel's last. */
   unsubscribe?(channel: string, listener: (message: string) => void): Promise<void>;
   /** Whether scripts must notify waiters with `SPUBLISH` (Redis Cluster sharded pub/sub) instead of `PUBLISH`. */

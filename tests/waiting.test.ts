@@ -218,7 +218,8 @@ describe("waiting for a held lease", () => {
     await assert.rejects(acquire(slow, name, { waitMs: Infinity, signal: ctl.signal }), (e) => e === reason);
     const took = performance.now() - t0;
     assert.ok(took < 1_500, `rejected after ${took} ms`);
-    await sleep(50);
+    // The abort settles at once; the undo of the in-flight queueing call lands when this (slow) client sends it.
+    for (let i = 0; i < 30 && (await inspect(c, name)).waiters > 0; i++) await sleep(50);
     assert.equal((await inspect(c, name)).waiters, 0);
     await release(holder);
   });
