@@ -87,7 +87,8 @@ const waiter = (i: number) => `${(i * 2654435761 >>> 0).toString(16).padStart(8,
 const K = (p: string, i: number) => [`redlease:{${p}${i}}`, `redlease:{${p}${i}}:q`];
 const cid = "c".repeat(32);
 const wid = (i: number) => waiter(i).replaceAll("-", "");
-const entry = (i: number) => `${cid}|${wid(i)}|30000|${waiter(i)}`;
+const entry = (i: number) => `${cid}|${wid(i)}|30000|1000|${waiter(i)}`;
+const aid = (i: number) => `a${wid(i)}`;
 
 try {
   console.error(`redis ${server.version}, N = ${N}, load average ${loadavg().map(r2).join(" ")}`);
@@ -104,27 +105,29 @@ try {
       (r) => num(r) === 1,
     );
     await measure("EVALSHA `return 0`, 2 keys + 5 args (script floor)", (i) => [
-      "EVALSHA", sha1(NOOP), "2", ...K(`n${run}:`, i), owner(i), "30000", "", "", "",
+      "EVALSHA", sha1(NOOP), "2", ...K(`n${run}:`, i), owner(i), "30000", "", "", "", "",
     ], (r) => num(r) === 0);
-    // ARGV as in src/_acquire.ts and src/_client.ts: acquire (owner, ms, waiter id, entry, queue ttl); release (owner,
-    // fence retention ms, publish command, waiter id, entry, fence of the hold).
+    // ARGV as src/_protocol.ts builds them: acquire (owner, ms, attempt id, queue entry, queue ttl, publish command);
+    // release (owner, fence retention ms, publish command, fence of the hold, attempt id to undo, queue entry).
     const fa = await measure("acquire.lua: free (uncontended acquire)", (i) => [
-      "EVALSHA", ACQUIRE.sha, "2", ...K(`a${run}:`, i), owner(i), "30000", "", "", "",
+      "EVALSHA", ACQUIRE.sha, "2", ...K(`a${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
     ], (r) => num(r) > 0);
     await measure("release.lua: last hold, no waiter (uncontended release)", (i) => [
-      "EVALSHA", RELEASE.sha, "2", ...K(`a${run}:`, i), owner(i), "10000", "PUBLISH", "", "", String(fa[i]),
+      "EVALSHA", RELEASE.sha, "2", ...K(`a${run}:`, i), owner(i), "10000", "PUBLISH", String(fa[i]), "", "",
     ], (r) => num(r) === 2);
     // Contended: hold b<i> by owner(i), then a waiter queues, then the holder releases and hands over.
-    const fb = await all((i) => ["EVALSHA", ACQUIRE.sha, "2", ...K(`b${run}:`, i), owner(i), "30000", "", "", ""]);
+    const fb = await all((i) => [
+      "EVALSHA", ACQUIRE.sha, "2", ...K(`b${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
+    ]);
     await measure("acquire.lua: held by another, queue the waiter", (i) => [
-      "EVALSHA", ACQUIRE.sha, "2", ...K(`b${run}:`, i), waiter(i), "30000", wid(i), entry(i), "30000",
-    ], (r) => num(r) < 0);
+      "EVALSHA", ACQUIRE.sha, "2", ...K(`b${run}:`, i), waiter(i), "30000", wid(i), entry(i), "30000", "PUBLISH",
+    ], (r) => Array.isArray(r) && num(r[0]) < 0);
     await measure("release.lua: last hold, hand over to the queued waiter", (i) => [
-      "EVALSHA", RELEASE.sha, "2", ...K(`b${run}:`, i), owner(i), "10000", "PUBLISH", "", "", String(fb[i]),
+      "EVALSHA", RELEASE.sha, "2", ...K(`b${run}:`, i), owner(i), "10000", "PUBLISH", String(fb[i]), "", "",
     ], (r) => num(r) === 3);
     await measure(
       "PUBLISH to a live subscriber (notification floor)",
-      (i) => ["PUBLISH", `redlease:{p${run}:${i}}:w:${cid}`, `${wid(i)}:1`],
+      (i) => ["PUBLISH", `redlease:{p${run}:${i}}:w:${cid}`, `${wid(i)}:1:1:1`],
       (r) => num(r) === 1,
       ["publish"],
     );
