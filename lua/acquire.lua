@@ -73,6 +73,7 @@ if by then
     redis.call('HSET', h, '', string.format('%d', fence))
     if redis.call('HLEN', h) < 2 then return take_free(fence) end
     hv = redis.call('HMGET', h, '', owner)
+    by = nil
   elseif not hv[2] then
     return busy(math.floor((by - now) / 1000) + 1)
   end
@@ -80,7 +81,8 @@ end
 if hv[2] then
   redis.call('HINCRBY', h, owner, 1)
   redis.call('PEXPIRE', h, ms, 'GT')
-  redis.call('HSET', h, '', string.format('%d:%s', fence, aid))
+  -- Record this attempt (for its undo), unless the owner's hold is a grant still to be claimed by its waiter.
+  if not by then redis.call('HSET', h, '', string.format('%d:%s', fence, aid)) end
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return fence
 end

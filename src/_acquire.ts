@@ -71,7 +71,7 @@ class Attempt {
   readonly st: ClientState;
   readonly keys: LeaseKeys;
   readonly owner: string;
-  readonly id = attemptId();
+  id = attemptId();
   readonly start = performance.now();
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
   readonly deadline: number;
@@ -114,8 +114,12 @@ class Attempt {
   /** A grant from a reply to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
   fromReply(fence: number, t0: number): LeaseImpl | undefined {
     const lease = grant(this.st, this.granted(fence, t0 + this.o.ms - drift(this.o.ms)), this.o);
-    if (!lease) void this.undo();
-    return lease;
+    if (lease) return lease;
+    void this.undo();
+    // Without pub/sub (HTTP) requests may overtake one another: a later retry must not be mistaken for the
+    // attempt being undone. (One connection keeps them in order, and the queue entry names this attempt.)
+    if (!this.st.canListen) this.id = attemptId();
+    return undefined;
   }
 
   granted(fence: number, deadline: number, claimAt?: number): Granted {
