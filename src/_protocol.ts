@@ -57,7 +57,7 @@ function entryText(e: QueueEntry): string {
 
 /** The reply of an acquire call. */
 export type Acquired =
-  | { readonly fence: number; readonly retryMs?: undefined }
+  | { readonly fence: number; readonly retryMs?: undefined; readonly queuedAt?: undefined; readonly queuedNow?: undefined }
   | {
     readonly fence?: undefined;
     /** Try again after this many ms: the holder's remaining TTL, or what is left of a claim window. */
