@@ -1,8 +1,9 @@
 /**
  * Adapter for Bun's built-in Redis client (`new Bun.RedisClient(url)`, or the default `redis` export of `"bun"`).
  * Commands go through `client.send()`; waiters are woken by pub/sub on one extra connection made with
- * `client.duplicate()` when the first waiter subscribes and closed when the last one leaves (an open subscriber
- * connection keeps a Bun process alive). The `replicas` option works (`WAIT` on `client`'s connection).
+ * `client.duplicate()` when the first waiter subscribes, resubscribed when Bun reconnects it, and closed when the
+ * last waiter leaves (an open subscriber connection keeps a Bun process alive). The `replicas` option works (`WAIT`
+ * on `client`'s connection).
  *
  * @example
  * ```ts
@@ -19,8 +20,7 @@
  * @module
  */
 import type { Driver } from "../driver.ts";
-
-type Listener = (message: string) => void;
+import { type Channels, listen, unlisten } from "./_channels.ts";
 
 /** What this adapter uses of a Bun `RedisClient`. */
 export interface BunRedisClient {
@@ -73,10 +73,19 @@ export function bunRedis(client: BunRedisClient): Driver {
 }
 
 function makeDriver(client: BunRedisClient): Driver {
-  const channels = new Map<string, { listeners: Set<Listener>; ready: Promise<unknown> }>();
+  const channels: Channels = new Map();
   let sub: Promise<BunRedisClient> | undefined;
+  let resubscribed: (() => void) | undefined;
   const subscriber = () =>
-    sub ??= client.duplicate().catch((e) => {
+    sub ??= client.duplicate().then((conn) => {
+      // Bun reconnects a dropped connection and calls `onconnect`, but does not resubscribe its channels: send
+      // SUBSCRIBE as a plain command (`subscribe()` would register each channel's callback a second time).
+      if ("onconnect" in conn) {
+        (conn as { onconnect: unknown }).onconnect = () =>
+          conn.send("SUBSCRIBE", [...channels.keys()]).then(() => resubscribed?.(), () => {});
+      }
+      return conn;
+    }, (e) => {
       sub = undefined;
       throw e;
     });
@@ -84,46 +93,23 @@ function makeDriver(client: BunRedisClient): Driver {
     evalScript: (sha, keys, args) => client.send("EVALSHA", [sha, String(keys.length), ...keys, ...args]),
     loadScript: async (source) => String(await client.send("SCRIPT", ["LOAD", source])),
     command: (_key, [cmd, ...rest]) => client.send(cmd, rest),
-    subscribe: async (ch, l) => {
-      let entry = channels.get(ch);
-      if (!entry) {
-        const created = {
-          listeners: new Set<Listener>(),
-          ready: subscriber().then((conn) =>
-            conn.subscribe(ch, (message) => {
-              for (const listener of [...created.listeners]) listener(message);
-            })
-          ),
-        };
-        channels.set(ch, entry = created);
-        created.ready.catch(() => {
-          if (channels.get(ch) === created) channels.delete(ch);
-        });
-      }
-      entry.listeners.add(l);
-      await entry.ready;
-    },
-    unsubscribe: async (ch, l) => {
-      const entry = channels.get(ch);
-      if (!entry || !entry.listeners.delete(l) || entry.listeners.size > 0) return;
-      channels.delete(ch);
+    subscribe: (ch, l) => listen(channels, ch, l, (to) => subscriber().then((conn) => conn.subscribe(ch, to))),
+    unsubscribe: (ch, l) => {
       const current = sub;
-      try {
-        await entry.ready;
-      } catch {
-        return; // never subscribed
-      }
-      if (!current) return;
-      const conn = await current;
-      if (channels.has(ch)) return; // subscribed again meanwhile, on this same connection
-      // The last channel gone: close the subscriber (it would keep the process alive); the next wait opens one.
-      if (channels.size === 0 && sub === current) {
-        sub = undefined;
-        conn.close();
-      } else {
-        await conn.unsubscribe(ch);
-      }
+      return unlisten(channels, ch, l, async () => {
+        if (!current) return;
+        const conn = await current;
+        if (channels.has(ch)) return; // subscribed again meanwhile, on this same connection
+        // The last channel gone: close the subscriber (it would keep the process alive); the next wait opens one.
+        if (channels.size === 0 && sub === current) {
+          sub = undefined;
+          conn.close();
+        } else {
+          await conn.unsubscribe(ch);
+        }
+      });
     },
+    onResubscribed: (fn) => void (resubscribed = fn),
   };
 }
 

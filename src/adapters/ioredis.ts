@@ -25,8 +25,7 @@
  * @module
  */
 import type { Driver } from "../driver.ts";
-
-type Listener = (message: string) => void;
+import { type Channels, dispatcher, listen, unlisten } from "./_channels.ts";
 
 /** An event listener, as ioredis's `EventEmitter` methods take it. */
 // deno-lint-ignore no-explicit-any
@@ -50,14 +49,14 @@ export interface IORedisClient {
   connect(): Promise<void>;
   /** Close the connection at once. */
   disconnect(): void;
-  /** Listen to `message`, `error`. */
+  /** Listen to `message`, `error`, `ready`. */
   on(event: string, listener: IORedisListener): unknown;
-  /** Listen once to `end`. */
+  /** Listen once to `end`, `ready`. */
   once(event: string, listener: IORedisListener): unknown;
   /** `wait` (lazyConnect, not connected yet), `connecting`, `ready`, `end`, … */
   readonly status: string;
-  /** The client's options; `keyPrefix` is honoured. */
-  readonly options: { readonly keyPrefix?: unknown };
+  /** The client's options; `keyPrefix` is honoured, and `autoResubscribe` tells whether ioredis resubscribes. */
+  readonly options: { readonly keyPrefix?: unknown; readonly autoResubscribe?: boolean };
 }
 
 /** What this adapter uses of an ioredis 5 `Cluster` client. */
@@ -74,7 +73,7 @@ export interface IORedisCluster {
   sunsubscribe(...channels: string[]): Promise<unknown>;
   /** The connections to the masters. */
   nodes(role: "master"): Array<Pick<IORedisClient, "script" | "call" | "options">>;
-  /** Listen to `smessage`. */
+  /** Listen to `smessage`, `subscribersReady`. */
   on(event: string, listener: IORedisListener): unknown;
   /** slot → node keys ("host:port"), master first. */
   readonly slots: ReadonlyArray<ReadonlyArray<string> | undefined>;
@@ -143,48 +142,14 @@ function keyPrefixOf(c: { readonly options?: { readonly keyPrefix?: unknown } })
   return typeof p === "string" ? p : "";
 }
 
-/** Per-channel listener sets over one connection: the first listener subscribes, the last one unsubscribes. */
-class Channels {
-  readonly #map = new Map<string, { listeners: Set<Listener>; ready: Promise<unknown> }>();
-
-  /** Deliver a message to the listeners of `channel` (its full name, with any key prefix). */
-  readonly dispatch = (channel: string, message: string): void => {
-    const entry = this.#map.get(channel);
-    if (entry) { for (const l of [...entry.listeners]) l(message); }
-  };
-
-  async add(channel: string, listener: Listener, subscribe: () => Promise<unknown>): Promise<void> {
-    let entry = this.#map.get(channel);
-    if (!entry) {
-      const created = { listeners: new Set<Listener>(), ready: subscribe() };
-      this.#map.set(channel, entry = created);
-      created.ready.catch(() => {
-        if (this.#map.get(channel) === created) this.#map.delete(channel);
-      });
-    }
-    entry.listeners.add(listener);
-    await entry.ready;
-  }
-
-  async remove(channel: string, listener: Listener, unsubscribe: () => Promise<unknown>): Promise<void> {
-    const entry = this.#map.get(channel);
-    if (!entry || !entry.listeners.delete(listener) || entry.listeners.size > 0) return;
-    this.#map.delete(channel);
-    await entry.ready.then(unsubscribe, () => {});
-  }
-
-  clear(): void {
-    this.#map.clear();
-  }
-}
-
 const evalArgs = (keys: readonly string[], args: readonly string[]) => [...keys, ...args];
 
 function standaloneDriver(client: IORedisClient): Driver {
   const prefix = keyPrefixOf(client);
-  const channels = new Channels();
+  const channels: Channels = new Map();
   let sub: IORedisClient | undefined;
   let connecting: Promise<void> | undefined;
+  let resubscribed: (() => void) | undefined;
   // One subscriber connection for all channels, created synchronously so that SUBSCRIBE and UNSUBSCRIBE go out
   // in call order, and closed together with the caller's client so that closing it lets the process exit.
   const subscriber = (): { conn: IORedisClient; ready: Promise<void> } => {
@@ -192,7 +157,9 @@ function standaloneDriver(client: IORedisClient): Driver {
       const conn = sub = client.duplicate();
       // Socket errors while reconnecting land here; ioredis resubscribes, waiters fall back to bounded sleeps.
       conn.on("error", () => {});
-      conn.on("message", channels.dispatch);
+      conn.on("message", dispatcher(channels));
+      // Every "ready" after the first is a reconnection, after which ioredis has resubscribed (unless told not to).
+      if (conn.options?.autoResubscribe !== false) conn.once("ready", () => conn.on("ready", () => resubscribed?.()));
       // A lazyConnect duplicate must be connected; otherwise ioredis queues SUBSCRIBE until it is connected, and
       // fails it after `maxRetriesPerRequest` reconnection attempts (or at once without the offline queue).
       // If connecting fails, the next waiter starts over with a new connection.
@@ -222,12 +189,13 @@ function standaloneDriver(client: IORedisClient): Driver {
     // ioredis prefixes keys but not SUBSCRIBE channels; scripts publish on channels built from prefixed keys.
     subscribe: (ch, l) => {
       const { conn, ready } = subscriber();
-      return channels.add(prefix + ch, l, () => ready.then(() => conn.subscribe(prefix + ch)));
+      return listen(channels, prefix + ch, l, () => ready.then(() => conn.subscribe(prefix + ch)));
     },
     unsubscribe: (ch, l) => {
       const conn = sub;
-      return conn ? channels.remove(prefix + ch, l, () => conn.unsubscribe(prefix + ch)) : Promise.resolve();
+      return conn ? unlisten(channels, prefix + ch, l, () => conn.unsubscribe(prefix + ch)) : Promise.resolve();
     },
+    onResubscribed: (fn) => void (resubscribed = fn),
   };
 }
 
@@ -261,17 +229,19 @@ function clusterDriver(cluster: IORedisCluster): Driver {
   // Without shardedSubscribers, ioredis sends SSUBSCRIBE to one arbitrary node, which answers MOVED for slots it
   // does not serve: waiters poll instead (the core does that when `subscribe` is missing).
   if (cluster.options?.shardedSubscribers === true && has(cluster, "ssubscribe", "sunsubscribe")) {
-    const channels = new Channels();
+    const channels: Channels = new Map();
     let listening = false;
     // SSUBSCRIBE channels are keys to ioredis: it adds the key prefix itself, and reports it in 'smessage'.
     driver.subscribe = (ch, l) => {
       if (!listening) {
         listening = true;
-        cluster.on("smessage", channels.dispatch);
+        cluster.on("smessage", dispatcher(channels));
       }
-      return channels.add(prefix + ch, l, () => cluster.ssubscribe(ch));
+      return listen(channels, prefix + ch, l, () => cluster.ssubscribe(ch));
     };
-    driver.unsubscribe = (ch, l) => channels.remove(prefix + ch, l, () => cluster.sunsubscribe(ch));
+    driver.unsubscribe = (ch, l) => unlisten(channels, prefix + ch, l, () => cluster.sunsubscribe(ch));
+    // Emitted once ioredis has replaced the shard subscribers that dropped (or moved) and resubscribed them.
+    driver.onResubscribed = (fn) => void cluster.on("subscribersReady", fn);
   }
   return driver;
 }
