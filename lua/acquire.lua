@@ -81,8 +81,11 @@ end
 if hv[2] then
   redis.call('HINCRBY', h, owner, 1)
   redis.call('PEXPIRE', h, ms, 'GT')
-  -- Record this attempt (for its undo), unless the owner's hold is a grant still to be claimed by its waiter.
-  if not by then redis.call('HSET', h, '', string.format('%d:%s', fence, aid)) end
+  -- Record this attempt, for its undo. If the owner's hold is a grant still to be claimed by its waiter, the
+  -- owner is evidently alive: that claims it, and the record keeps the waiter's attempt id so that its own
+  -- re-check still finds its grant (holds are counted per owner, so a claim window on a shared count could
+  -- otherwise take back another attempt's hold).
+  redis.call('HSET', h, '', string.format('%d:%s', fence, by and gid or aid))
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return fence
 end

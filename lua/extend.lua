@@ -6,6 +6,8 @@
 -- ARGV[2]  lease ms (the TTL to set)
 -- ARGV[3]  the fence of the hold, or "" to skip the check (a newer grant to the same owner is not this hold)
 -- ARGV[4]  "1" to re-establish a lease that is free here (Redlock), else ""
+-- ARGV[5]  "GT" to only lengthen the TTL (renewals and claims: a reentrant hold may have asked for longer),
+--          "" to set it (extend())
 -- Returns  1 when extended, 0 when the owner no longer holds the lease (expired, released or force-unlocked),
 --          or the new fence (> 1) when re-established.
 -- @include _record.lua
@@ -14,7 +16,7 @@ local hv = redis.call('HMGET', h, ARGV[1], '')
 local fence, gid, by = record(hv[2])
 if hv[1] and (ARGV[3] == '' or fence == tonumber(ARGV[3])) then
   if by then redis.call('HSET', h, '', string.format('%d:%s', fence, gid)) end
-  redis.call('PEXPIRE', h, ARGV[2])
+  if ARGV[5] == 'GT' then redis.call('PEXPIRE', h, ARGV[2], 'GT') else redis.call('PEXPIRE', h, ARGV[2]) end
   return 1
 end
 if ARGV[4] == '1' and redis.call('HLEN', h) < 2 then

@@ -8,7 +8,8 @@
 -- ARGV[3]  publish command: PUBLISH (single node) or SPUBLISH (cluster)
 -- ARGV[4]  the fence of the hold being released, or "" to skip the check: a hold of an earlier grant (expired,
 --          force-unlocked, then re-granted to the same owner) must not release the newer grant
--- ARGV[5]  attempt id to undo, or ""
+-- ARGV[5]  attempt id to undo, or "" (the record remembers the owner's latest attempt: an earlier one whose
+--          record a re-entry overwrote is not recognised, and its hold lapses with the lease)
 -- ARGV[6]  that attempt's queue entry, or ""
 -- Returns  0 not held by this owner (or that attempt holds nothing: nothing changed but its entry removed),
 --          1 one hold released and the owner still holds it (reentrant count > 0),
@@ -25,6 +26,8 @@ if ARGV[4] ~= '' and fence ~= tonumber(ARGV[4]) then return 0 end
 if ARGV[5] ~= '' and gid ~= ARGV[5] then return 0 end
 if c > 1 then
   redis.call('HINCRBY', h, owner, -1)
+  -- An undone attempt is forgotten (a repeated undo must not drop another hold), and so is a claim window.
+  if ARGV[5] ~= '' then redis.call('HSET', h, '', string.format('%d', fence)) end
   return 1
 end
 redis.call('HDEL', h, owner)

@@ -1,7 +1,15 @@
 // acquire() after validation, and the argument checks shared by the public entry points. The flow reads one way:
 // attempt (one script call, bounded) → grant (a hold with its local deadline) or wait (queued, woken by one
 // message, re-checking on a heartbeat) → grant. A call whose outcome is unknown is undone by its attempt id.
-import { bounded, type ClientState, isClient, type RedisLike, stateOf } from "./_client.ts";
+import {
+  ABORT_CLEANUP_MS,
+  ACQUIRE_GRACE_MS,
+  bounded,
+  type ClientState,
+  isClient,
+  type RedisLike,
+  stateOf,
+} from "./_client.ts";
 import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
   type Acquired,
@@ -11,6 +19,7 @@ import {
   extendCall,
   keysOf,
   type LeaseKeys,
+  QUEUE_TTL_MS,
   type QueueEntry,
   releaseCall,
 } from "./_protocol.ts";
@@ -21,13 +30,6 @@ import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError }
 import type { Lease } from "./lease.ts";
 import { acquireRedlock } from "./_redlock.ts";
 
-/**
- * What a single command may take beyond `waitMs`, so that `waitMs: 0` still gets an answer over a slow link:
- * `acquire` settles by `waitMs` plus this at the latest.
- */
-export const ACQUIRE_GRACE_MS = 250;
-/** How long an aborted acquire waits for its undo (normally one fast round trip) before it rejects, ms. */
-export const ABORT_CLEANUP_MS = 50;
 
 /** The owner string of a Lease handle from this library. */
 export function ownerOf(lease: Lease): string | undefined {
@@ -70,7 +72,7 @@ export function acquireAny(client: RedisLike | readonly RedisLike[], o: Resolved
 class Attempt {
   readonly st: ClientState;
   readonly keys: LeaseKeys;
-  readonly owner: string;
+  owner: string;
   id = attemptId();
   readonly start = performance.now();
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
@@ -92,7 +94,9 @@ class Attempt {
   async call(entry?: QueueEntry): Promise<Acquired> {
     this.undone = false;
     try {
-      return await acquireCall(this.st, this.keys, { owner: this.owner, ms: this.o.ms, attempt: this.id, entry }, this.bound);
+      const r = await acquireCall(this.st, this.keys, { owner: this.owner, ms: this.o.ms, attempt: this.id, entry }, this.bound);
+      if (r.fence === undefined) this.late = undefined; // held by someone: that is why, if the wait runs out
+      return r;
     } catch (e) {
       throw await this.abandon(e, entry);
     }
@@ -111,15 +115,28 @@ class Attempt {
     return failure;
   }
 
+  /** Set when a grant came too late to use: the reason a wait that then runs out gives. */
+  late: Error | undefined;
+  #lateUndo: Promise<void> | undefined;
+
   /** A grant from a reply to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
   fromReply(fence: number, t0: number): LeaseImpl | undefined {
     const lease = grant(this.st, this.granted(fence, t0 + this.o.ms - drift(this.o.ms)), this.o);
     if (lease) return lease;
-    void this.undo();
-    // Without pub/sub (HTTP) requests may overtake one another: a later retry must not be mistaken for the
-    // attempt being undone. (One connection keeps them in order, and the queue entry names this attempt.)
-    if (!this.st.canListen) this.id = attemptId();
+    this.late = new Error(`the lease was granted, but its reply came after the lease ran out (${this.o.ms} ms)`);
+    this.#lateUndo = this.undo();
     return undefined;
+  }
+
+  /**
+   * Start over as a new attempt once the undo of this one settled (bounded): without pub/sub (HTTP) requests
+   * may overtake one another, so a retry must never be mistaken for — or re-enter onto — the grant being
+   * undone. (On one connection they stay in order, and a queue entry names its attempt: waiters keep theirs.)
+   */
+  async restart(): Promise<void> {
+    await Promise.race([this.#lateUndo, nap(Math.max(0, Math.min(this.deadline - performance.now(), 1_000)), undefined)]);
+    this.id = attemptId();
+    if (this.o.owner === undefined) this.owner = crypto.randomUUID();
   }
 
   granted(fence: number, deadline: number, claimAt?: number): Granted {
@@ -128,21 +145,26 @@ class Attempt {
 
   /**
    * Give back whatever this attempt took (its queue entry, and the hold it was granted if any) once Redis
-   * answers: retried on errors until its grant would have lapsed by TTL anyway. Not awaited.
+   * answers: retried on errors until its grant would have lapsed by TTL anyway. Settles at the first answer
+   * (done, or failed and retried in the background); callers wait for it only briefly, if at all.
    */
   undo(entry?: QueueEntry): Promise<void> {
     this.undone = true;
     const until = performance.now() + this.o.ms;
-    const send = (backoff: number): Promise<void> =>
-      releaseCall(this.st, this.keys, { owner: this.owner, attempt: this.id, entry }, { until, name: this.o.name })
-        .then(() => {}, (e) => {
+    const args = { owner: this.owner, attempt: this.id, entry }; // this attempt's, even if retried after a restart
+    return new Promise<void>((settled) => {
+      const send = (backoff: number): void =>
+        void releaseCall(this.st, this.keys, args, { until, name: this.o.name }).then(() => settled(), (e) => {
+          settled();
           // A timeout means the command is still queued in the client (it runs when Redis is back) or lost.
           if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
-            unrefTimeout(() => void send(Math.min(backoff * 2, 1_000)), backoff);
+            unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
           }
         });
-    return send(50);
+      send(50);
+    });
   }
+
 
   /** The error to reject with: the signal's reason, a LockTimeoutError for a bound that passed, else as is. */
   failure(e: unknown): unknown {
@@ -152,7 +174,7 @@ class Attempt {
   }
 
   timeout(retryMs: number): LockTimeoutError {
-    return new LockTimeoutError(this.o.name, retryMs, this.waited());
+    return new LockTimeoutError(this.o.name, retryMs, this.waited(), this.late && { cause: this.late });
   }
 
   waited(): number {
@@ -172,10 +194,11 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
     const r = await a.call();
     const lease = r.fence === undefined ? undefined : a.fromReply(r.fence, a.start);
     if (lease) w = { lease, wrote: true };
-    else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? -1);
+    else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? 0);
     else {
       o.signal?.throwIfAborted();
-      w = queue ? await waitQueued(a, r.retryMs ?? -1) : await waitPolling(a, r.retryMs ?? -1);
+      if (!queue && r.fence !== undefined) await a.restart();
+      w = queue ? await waitQueued(a, r.retryMs ?? 0) : await waitPolling(a, r.retryMs ?? 0);
     }
   }
   if (o.replicas > 0) await confirmReplicated(a, w.lease, w.wrote);
@@ -268,7 +291,8 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
       if (waiter.state !== "queued") continue;
       // Sleep until the holder's TTL ends, the heartbeat, or a message; a "next" message moves the wake-up to
       // the end of the claim window of the waiter ahead.
-      const wakeAt = performance.now() + Math.min(retryMs + 1, left, o.claimMs);
+      // The heartbeat also refreshes the queue's TTL, so it is never longer than a third of it.
+      const wakeAt = performance.now() + Math.min(retryMs + 1, left, o.claimMs, QUEUE_TTL_MS / 3);
       while (waiter.state === "queued" && !o.signal?.aborted) {
         const target = Math.min(wakeAt, waiter.recheckAt);
         const ms = target - performance.now();
@@ -296,6 +320,7 @@ async function waitPolling(a: Attempt, retryMs: number): Promise<Waited> {
     if (r.fence !== undefined) {
       const lease = a.fromReply(r.fence, t0);
       if (lease) return { lease, wrote: true };
+      await a.restart();
     } else retryMs = r.retryMs;
   }
 }

@@ -8,6 +8,14 @@ import { unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
 import { type Driver, isDriver } from "./driver.ts";
 
+/**
+ * What a single command may take beyond `waitMs`, so that `waitMs: 0` still gets an answer over a slow link:
+ * `acquire` settles by `waitMs` plus this at the latest.
+ */
+export const ACQUIRE_GRACE_MS = 250;
+/** How long an aborted acquire waits for its undo (normally one fast round trip) before it rejects, ms. */
+export const ABORT_CLEANUP_MS = 50;
+
 /** How long a call may take: until `until` on the performance.now() clock, and no longer than `signal` allows. */
 export interface Bound {
   readonly until: number;
@@ -183,8 +191,9 @@ export class ClientState implements Target {
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
   }
 
-  async renew(hold: Hold, ms: number, bound: Bound): Promise<boolean> {
-    if (await extendCall(this, hold.keys, { owner: hold.owner, ms, fence: hold.fence }, bound) !== true) return false;
+  async renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean> {
+    const args = { owner: hold.owner, ms, fence: hold.fence, exact };
+    if (await extendCall(this, hold.keys, args, bound) !== true) return false;
     if (hold.replicas > 0) {
       const acked = await this.waitReplicas(hold.keys.hash, hold.replicas, hold.replicaTimeoutMs, bound);
       if (acked < hold.replicas) throw new ReplicationError(hold.name, acked, hold.replicas);

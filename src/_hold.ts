@@ -30,10 +30,11 @@ export interface Target {
   /** This process's holds there, one per (key, owner). */
   readonly holds: Map<string, Hold>;
   /**
-   * Reset the hold's TTL to `ms` if its owner still holds it: true; false when it is not held. Rejects when
-   * that cannot be known within `bound` or is not enough (unreachable, too few replicas acknowledged, no quorum).
+   * Renew the hold's TTL to `ms` if its owner still holds it (only lengthening it, unless `exact`): true; false
+   * when it is not held. Rejects when that cannot be known within `bound` or is not enough (unreachable, too
+   * few replicas acknowledged, no quorum).
    */
-  renew(hold: Hold, ms: number, bound: Bound): Promise<boolean>;
+  renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean>;
   /** Release one hold of the owner; true when it was held. */
   release(hold: Hold, bound: Bound): Promise<boolean>;
 }
@@ -116,9 +117,13 @@ export class Hold {
     return !this.lost && this.handles.size > 0;
   }
 
-  /** A reentrant grant to the same owner (same fence): the script only ever lengthens the TTL (PEXPIRE GT). */
-  reenter(deadline: number, o: GrantOptions): void {
+  /**
+   * A reentrant grant to the same owner (same fence): the script only ever lengthens the TTL (PEXPIRE GT). A
+   * handed-over grant joining the hold keeps its claim due.
+   */
+  reenter(deadline: number, o: GrantOptions, claimAt?: number): void {
     this.#deadline = Math.max(this.#deadline, deadline);
+    if (claimAt !== undefined) this.#claimAt = Math.min(this.#claimAt ?? claimAt, claimAt);
     if (o.watchdog) {
       // Watchdog holds keep the key alive for the longest period any of them asked for.
       this.#ms = this.#watchdog ? Math.max(this.#ms, o.ms) : o.ms;
@@ -265,7 +270,7 @@ export function grant(target: Target, g: Granted, o: GrantOptions, clock: Clock 
     hold = new Hold(target, id, g, o, clock);
     target.holds.set(id, hold);
   } else {
-    hold.reenter(g.deadline, o);
+    hold.reenter(g.deadline, o, g.claimAt);
   }
   const lease = new LeaseImpl(hold, g.name, g.owner, g.fence);
   hold.handles.add(lease);

@@ -117,6 +117,8 @@ export interface ExtendArgs {
   readonly fence?: number;
   /** Re-establish the lease where it is free (Redlock renewal on a master that restarted empty). */
   readonly reestablish?: boolean;
+  /** Set the TTL even if that shortens it (extend()); otherwise it only lengthens it (renewals, claims). */
+  readonly exact?: boolean;
 }
 
 /** Reset the TTL of a hold (and claim it if it was handed over): true, false when not held, or a new fence. */
@@ -126,7 +128,13 @@ export async function extendCall(
   a: ExtendArgs,
   bound?: Bound,
 ): Promise<boolean | { readonly fence: number }> {
-  const args = [a.owner, String(a.ms), a.fence === undefined ? "" : String(a.fence), a.reestablish ? "1" : ""];
+  const args = [
+    a.owner,
+    String(a.ms),
+    a.fence === undefined ? "" : String(a.fence),
+    a.reestablish ? "1" : "",
+    a.exact ? "" : "GT",
+  ];
   const r = await st.run(EXTEND, [keys.hash], args, bound) as number;
   return r > 1 ? { fence: r } : r === 1;
 }

@@ -1,12 +1,20 @@
 // Redlock over independent masters (the algorithm in the Redis documentation), on the same scripts and lease
 // handles as a single Redis: acquire on every node with a per-node timeout, succeed on a majority within the
 // lease's validity, undo everywhere otherwise; renew and release by quorum.
-import { type Bound, type ClientState, type RedisLike, stateOf } from "./_client.ts";
+import {
+  ABORT_CLEANUP_MS,
+  ACQUIRE_GRACE_MS,
+  type Bound,
+  bounded,
+  type ClientState,
+  type RedisLike,
+  stateOf,
+} from "./_client.ts";
 import { drift, grant, type Hold, type LeaseImpl, type Target } from "./_hold.ts";
 import { acquireCall, attemptId, extendCall, keysOf, releaseCall } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
-import { LockTimeoutError, QuorumError } from "./errors.ts";
+import { LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
 
 class NodeTimeout extends Error {
   override name = "NodeTimeout";
@@ -53,11 +61,11 @@ export class RedlockGroup implements Target {
    * Renew on every node; a node that lost the lease (restarted empty) gets it back where it is free there, so
    * restarting masters one at a time never loses a held lease. Lost only when a majority cannot be held.
    */
-  async renew(hold: Hold, ms: number, bound: Bound): Promise<boolean> {
+  async renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean> {
     const t0 = performance.now();
     const fences = nodeFences.get(hold);
     const rs = await this.all((st, i) =>
-      extendCall(st, hold.keys, { owner: hold.owner, ms, fence: fenceOn(hold, i), reestablish: true }, bound).then(
+      extendCall(st, hold.keys, { owner: hold.owner, ms, fence: fenceOn(hold, i), reestablish: true, exact }, bound).then(
         (r) => {
           if (typeof r === "boolean") return r ? 1 : 0;
           if (fences) fences[i] = r.fence; // re-established: this node's fence for the hold from now on
@@ -89,10 +97,31 @@ export async function acquireRedlock(
   const owner = o.owner ?? crypto.randomUUID();
   const start = performance.now();
   const deadline = start + o.waitMs;
+  // The whole call is bounded like a single-node acquire, whatever nodeTimeoutMs is.
+  const bound = { until: deadline + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
   for (;;) {
     const t0 = performance.now();
     const attempt = attemptId();
-    const replies = await group.all((st) => acquireCall(st, keys, { owner, ms: o.ms, attempt }));
+    // Undo on every node that granted it or may have (no reply, or an error after sending): never leave a
+    // minority holding it. A node that answered "busy" holds nothing of ours. Waited for only within the bound
+    // (briefly after an abort); it completes on its own otherwise.
+    const undo = async (rs?: unknown[]) => {
+      const sent = group.all((st, i) =>
+        typeof rs?.[i] === "number" && (rs[i] as number) <= 0
+          ? Promise.resolve(0)
+          : releaseCall(st, keys, { owner, attempt })
+      );
+      const left = o.signal?.aborted ? ABORT_CLEANUP_MS : bound.until - performance.now();
+      await Promise.race([sent, nap(Math.max(0, left), undefined)]);
+    };
+    let replies: unknown[];
+    try {
+      replies = await bounded(group.all((st) => acquireCall(st, keys, { owner, ms: o.ms, attempt })), bound);
+    } catch (e) {
+      await undo();
+      if (o.signal?.aborted) throw o.signal.reason;
+      throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e }) : e;
+    }
     // Per node: its fence (> 0) where granted, minus one minus its busy time where held elsewhere, or the error.
     const rs = replies.map((r) =>
       r instanceof Error ? r : (r as { fence?: number; retryMs: number }).fence ?? -1 - (r as { retryMs: number }).retryMs
@@ -112,13 +141,7 @@ export async function acquireRedlock(
         return lease;
       }
     }
-    // Undo on every node that granted it or may have (no reply, or an error after sending): never leave a
-    // minority holding it. A node that answered "busy" holds nothing of ours.
-    await group.all((st, i) =>
-      typeof rs[i] === "number" && (rs[i] as number) <= 0
-        ? Promise.resolve(0)
-        : releaseCall(st, keys, { owner, attempt })
-    );
+    await undo(rs);
     const errors = rs.filter((r) => r instanceof Error);
     const busy = rs.filter((r): r is number => typeof r === "number" && r <= 0).map((r) => -1 - r);
     const left = deadline - performance.now();

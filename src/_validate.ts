@@ -115,7 +115,13 @@ export function resolveAcquire(
   }
   const replicas = checkInt(op, "replicas", o.replicas ?? 0, 0, 100);
   const replicaTimeoutMs = checkInt(op, "replicaTimeoutMs", o.replicaTimeoutMs ?? 1_000, 1, 60_000);
-  const nodeTimeoutMs = checkInt(op, "nodeTimeoutMs", o.nodeTimeoutMs ?? Math.max(5, Math.min(50, Math.floor(ms / 200))), 1, ms);
+  const nodeTimeoutMs = checkInt(
+    op,
+    "nodeTimeoutMs",
+    o.nodeTimeoutMs ?? Math.min(ms, Math.max(5, Math.min(50, Math.floor(ms / 200)))),
+    1,
+    ms,
+  );
   const retryDelayMs = checkInt(op, "retryDelayMs", o.retryDelayMs ?? 100, 1, 60_000);
   const claimMs = checkInt(op, "claimMs", o.claimMs ?? DEFAULT_CLAIM_MS, 10, 60_000);
   signal?.throwIfAborted();

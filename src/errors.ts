@@ -44,8 +44,11 @@ export class LockTimeoutError extends RedleaseError {
   /** How long this call waited, in ms. */
   readonly waitedMs: number;
   constructor(lockName: string, remainingMs: number, waitedMs: number, options?: { cause?: unknown }) {
-    const why = options?.cause instanceof RedisTimeoutError
+    const cause = options?.cause;
+    const why = cause instanceof RedisTimeoutError
       ? "Redis did not answer in time"
+      : cause instanceof Error
+      ? cause.message
       : `held by another owner for ${remainingMs} ms more`;
     super(lockName, `Cannot acquire lease '${lockName}': ${why} (waited ${Math.round(waitedMs)} ms)`, options);
     this.remainingMs = remainingMs;

@@ -8,6 +8,8 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "redis";
 import { acquire, inspect, type Lease, type LeaseLostError, LockTimeoutError, release } from "../mod.ts";
 import { upstash } from "../src/adapters/http.ts";
+import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
+import { startHttpBridge } from "./_http_bridge.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
 import { RedisProc } from "../chaos/_servers.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
@@ -280,6 +282,183 @@ describe("Redlock under a rolling restart", () => {
       assert.equal(await release(lease), true);
     } finally {
       await Promise.all(procs.map((p) => p.stop()));
+    }
+  });
+});
+
+// Found by an adversarial review of the rebuilt engine; each failed before its fix.
+describe("the fault contract: review findings", () => {
+  let srv: RedisServer;
+  let admin: Client;
+  const proxies: FaultProxy[] = [];
+  const clients: Client[] = [];
+  const raw = async (name: string) => await admin.sendCommand(["HGETALL", `redlease:{${name}}`]) as string[];
+
+  async function routed(): Promise<{ proxy: FaultProxy; client: Client }> {
+    const proxy = await startProxy({ port: srv.port });
+    proxies.push(proxy);
+    const client = createClient({ url: `redis://127.0.0.1:${proxy.port}`, socket: { reconnectStrategy: 50 } });
+    client.on("error", () => {});
+    await client.connect();
+    clients.push(client);
+    await release(await acquire(client, fresh()));
+    return { proxy, client };
+  }
+
+  before(async () => {
+    srv = await startRedis();
+    admin = await srv.client();
+  });
+  after(async () => {
+    for (const c of clients) await c.disconnect().catch(() => {});
+    for (const p of proxies) await p.close();
+    await srv.stop();
+  });
+
+  test("an abandoned waiter whose owner re-entered onto its unclaimed grant leaves the other hold alone", async () => {
+    const name = fresh();
+    const { proxy, client } = await routed();
+    const x = await acquire(admin, name, { owner: "someone-else", leaseMs: 60_000 });
+    const ac = new AbortController();
+    const a1 = settled(acquire(client, name, { owner: "svc", claimMs: 300, signal: ac.signal }));
+    await sleep(200);
+    proxy.blackhole({ kind: "subscriber", direction: "down" }); // A1 never hears its grant
+    await release(x);
+    const a2 = await acquire(admin, name, { owner: "svc", leaseMs: 10_000, waitMs: 0 }); // the owner re-enters
+    ac.abort(new Error("A1 gives up"));
+    await a1;
+    await sleep(100);
+    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc", holds: 1 }]);
+    assert.doesNotMatch((await raw(name))[3] ?? (await raw(name))[1], /:.*:/, "no claim window left on the record");
+    const other = await settled(acquire(await srv.client(), name, { waitMs: 800 }));
+    assert.ok(other.error instanceof LockTimeoutError, "nobody takes the re-entered hold while it is live");
+    assert.equal(a2.signal.aborted, false);
+    assert.equal(await release(a2), true);
+    proxy.heal();
+  });
+
+  test("a handed-over fixed lease joined by a longer reentrant hold: its claim never shortens the TTL", async () => {
+    const name = fresh();
+    const x = await acquire(admin, name, { owner: "someone-else" });
+    const c = await srv.client();
+    const a1p = acquire(c, name, { owner: "svc", leaseMs: 1_000, claimMs: 1_000 });
+    await sleep(100);
+    await release(x);
+    const a1 = await a1p; // taken from the message: unclaimed
+    const a2 = await acquire(c, name, { owner: "svc", leaseMs: 5_000, waitMs: 0 });
+    await sleep(700); // A1's claim has run
+    const ttl = Number(await admin.sendCommand(["PTTL", `redlease:{${name}}`]));
+    assert.ok(ttl >= a2.remainingMs, `Redis TTL ${ttl} ms covers the reentrant hold's ${Math.round(a2.remainingMs)} ms`);
+    await release(a1);
+    await release(a2);
+  });
+
+  test("a handed-over grant that joins an existing hold of its owner is still claimed", async () => {
+    const name = fresh();
+    const { proxy, client } = await routed();
+    const other = await srv.client();
+    const x = await acquire(admin, name, { owner: "someone-else" });
+    const a1p = acquire(client, name, { owner: "svc", leaseMs: 5_000, claimMs: 2_000, waitMs: 10_000 });
+    await sleep(200);
+    proxy.delay({ ms: 150, kind: "subscriber", direction: "down" }); // the grant message is slow
+    await release(x);
+    const a2 = await acquire(client, name, { owner: "svc", leaseMs: 5_000, waitMs: 0 }); // re-enters first
+    const a1 = await a1p;
+    proxy.delay({ ms: 0, kind: "subscriber", direction: "down" });
+    const d = settled(acquire(other, name, { owner: "D", waitMs: 20_000, claimMs: 100 }));
+    await sleep(2_300); // past A1's claim window
+    await release(a2);
+    await sleep(300);
+    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc", holds: 1 }], "A1's hold is still held");
+    assert.equal(a1.signal.aborted, false);
+    await release(a1);
+    assert.ok((await d).value, "D gets it after A1 releases");
+    await release((await d).value!);
+  });
+
+  test("HTTP: the undo of a grant that came too late never releases the retry's lease", async () => {
+    const bridge = await startHttpBridge(srv.url);
+    let acquires = 0;
+    let undos = 0;
+    const fetching = async (url: string, init: RequestInit): Promise<Response> => {
+      const cmd = JSON.parse(String(init.body)) as string[];
+      if (cmd[0] === "EVALSHA" && cmd[1] === ACQUIRE.sha && cmd[3].includes("victim") && ++acquires === 1) {
+        await sleep(1_100); // the first request runs late: its grant's reply is past the deadline
+      }
+      if (cmd[0] === "EVALSHA" && cmd[1] === RELEASE.sha && cmd[3].includes("victim") && cmd[9] !== "") {
+        if (++undos === 1) {
+          await fetch(url, init); // the undo runs in Redis, but its response is lost: it is retried
+          throw new TypeError("fetch failed (socket hang up)");
+        }
+      }
+      return fetch(url, init);
+    };
+    try {
+      const http = upstash({ url: bridge.url, token: bridge.token, fetch: fetching });
+      await release(await acquire(http, fresh(), { waitMs: 5_000 })); // scripts loaded
+      const name = `victim-${fresh()}`;
+      const lease = await acquire(http, name, { leaseMs: 1_000, waitMs: 5_000 });
+      await sleep(300); // the undo's retry has run
+      const other = await settled(acquire(admin, name, { waitMs: 0, leaseMs: 5_000 }));
+      assert.ok(other.error instanceof LockTimeoutError, "the lease we were given is still ours");
+      assert.equal(lease.signal.aborted, false);
+      assert.equal(await release(lease), true);
+      assert.equal((await inspect(admin, name)).held, false, "and one release frees it");
+    } finally {
+      await bridge.stop();
+    }
+  });
+
+  test("Redlock settles by waitMs + 250 ms and at once on abort, whatever nodeTimeoutMs is", async () => {
+    const srvs = await Promise.all([0, 1].map(() => startRedis()));
+    const proxy = await startProxy({ port: srv.port });
+    proxies.push(proxy);
+    const c0 = createClient({ url: `redis://127.0.0.1:${proxy.port}` });
+    c0.on("error", () => {});
+    await c0.connect();
+    clients.push(c0);
+    try {
+      const cs = [c0, await srvs[0].client(), await srvs[1].client()];
+      const hs = [admin, await srvs[0].client(), await srvs[1].client()];
+      await release(await acquire(cs, fresh(), { waitMs: 5_000 }));
+      proxy.blackhole({ kind: "command", direction: "both" });
+      const name = fresh();
+      await acquire(hs, name, { nodeTimeoutMs: 5 });
+      const r = await settled(acquire(cs, name, { waitMs: 0, nodeTimeoutMs: 1_000 }));
+      assert.ok(r.error instanceof LockTimeoutError, `${r.error}`);
+      assert.ok(r.ms < 600, `waitMs 0 settled after ${Math.round(r.ms)} ms`);
+      const ac = new AbortController();
+      const p = settled(acquire(cs, name, { waitMs: 60_000, nodeTimeoutMs: 1_000, signal: ac.signal }));
+      await sleep(300);
+      const t0 = performance.now();
+      ac.abort(new Error("stop"));
+      const e = await p;
+      assert.equal((e.error as Error).message, "stop");
+      assert.ok(performance.now() - t0 < 150, `abort settled after ${Math.round(performance.now() - t0)} ms`);
+    } finally {
+      proxy.heal();
+      await Promise.all(srvs.map((s) => s.stop()));
+    }
+  });
+
+  test("a waiter with a claim window longer than the queue's TTL keeps its place (heartbeat ≤ a third of it)", async () => {
+    const name = fresh();
+    await acquire(admin, name, { leaseMs: 40_000 });
+    const c = await srv.client();
+    const ac = new AbortController();
+    const w = settled(acquire(c, name, { claimMs: 60_000, waitMs: 60_000, signal: ac.signal }));
+    await sleep(10_500);
+    const ttl = Number(await admin.sendCommand(["PTTL", `redlease:{${name}}:q`]));
+    ac.abort(new Error("done"));
+    await w;
+    assert.ok(ttl > 25_000, `the queue's TTL was refreshed (${ttl} ms left)`);
+  });
+
+  test("tiny leases work on a single node (no Redlock option gets in the way)", async () => {
+    for (const leaseMs of [1, 4]) {
+      const r = await settled(acquire(admin, fresh(), { leaseMs, waitMs: 0 }));
+      assert.ok(!(r.error instanceof RangeError), `leaseMs ${leaseMs}: ${r.error}`);
+      if (r.error) assert.match((r.error as Error).message, /granted, but its reply came after the lease ran out/);
     }
   });
 });
