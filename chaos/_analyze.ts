@@ -6,8 +6,29 @@
 // in the order that server executed them (with its TIME in µs). The workers' wall clocks (performance.timeOrigin
 // + now(), one per process) disagree by a millisecond or two under load, so an overlap computed from them is
 // kept only as a diagnostic (wallClockOverlapsLive) and decides nothing.
+//
+// Two more checks compare a worker's own times with the moment the lock server granted the lease, both on the
+// servers' clock (see `timeline` below): holders still unaware of the end of their hold when the lease was granted
+// to another worker, and the longest time a free lease sat idle while a non-faulted worker was waiting. And once
+// the workers have exited, the lock server must hold nothing of theirs (LeakReport, from chaos/_scenario.ts).
 import type { FaultEvent, ScenarioSpec } from "./_scenario.ts";
 import type { Section, WorkerResult } from "./_protocol.ts";
+
+/** What the lock server still held after every worker process exited (see `leftovers` in chaos/_scenario.ts). */
+export interface LeakReport {
+  /** Lease hashes with an owner field: "<key> held by <owner>×<count>". */
+  holds: string[];
+  /** Wait queues (`redlease:*:q`) still present. */
+  queues: string[];
+  /** Channels still subscribed (PUBSUB CHANNELS, and PUBSUB SHARDCHANNELS marked "(shard)"). */
+  channels: string[];
+  /** Connections to the lock server other than the runner's own (diagnostic). */
+  clients: number;
+  /** Connections still open in the workers' proxies (diagnostic). */
+  proxyConnections: number;
+  /** How long the runner polled for the leftovers to go (at most 3 s). */
+  waitedMs: number;
+}
 
 export interface VictimReport {
   worker: string;
@@ -98,6 +119,39 @@ export interface Analysis {
   failedWorkers: string[];
   /** Warning lines the workers printed on stderr (the library prints none today). */
   warnings: string[];
+  /**
+   * Holds whose holder still believed it held the lease (its lease.signal had not aborted, by its own clock) when
+   * the lease was granted to another worker; null when not measurable (no worker clocks, or fences that are not
+   * server timestamps). `unawareLive` must be 0; `unawareExpected` are holders whose process was paused/blocked
+   * by the fault, or whose lease the lock server lost (restart, eviction); `unawareTimerLate` counts the live ones
+   * whose local deadline (lease.expiresAt) had passed already, so that only the timer that aborts the signal ran
+   * late. Details of the first few in `unawareDetails`.
+   */
+  unawareLive: number | null;
+  unawareExpected: number | null;
+  unawareTimerLate: number | null;
+  unawareDetails: string[];
+  /**
+   * The least time, over live holds, from the holder's signal abort to the next grant to another worker, ms
+   * (servers' clock; negative: unaware by that long). A diagnostic of the margin.
+   */
+  minRegrantMarginMs: number | null;
+  /** The same over the live holds that were lost (their signal aborted with a LeaseLostError, or release() = false). */
+  minLostRegrantMarginMs: number | null;
+  /**
+   * The longest time a free lease sat idle while at least one non-faulted worker was waiting for it, ms (from the
+   * earliest moment it can have been freed, by a release or its expiry, to the moment the next holder had it:
+   * its acquire() returned); null when not measurable. Must not exceed `idleBoundMs`.
+   */
+  maxIdleWaitingMs: number | null;
+  idleBoundMs: number;
+  /** Where the longest idle interval was. */
+  idleWorst: string | null;
+  /** The largest error of the wall → server clock mapping over the workers, ms. */
+  clockErrMs: number | null;
+  /** What the lock server held after the workers exited; `leaked` = holds + queues + channels (must be 0). */
+  leaks: LeakReport | null;
+  leaked: number | null;
   problems: string[];
   ok: boolean;
 }
@@ -114,6 +168,8 @@ export interface AnalyzeInput {
   accepted: string[];
   /** Warning lines the workers printed on stderr. */
   warnings: string[];
+  /** What the lock server held after the workers exited (absent: not checked). */
+  leaks?: LeakReport;
 }
 
 const tag = (s: Section) => `${s.w}:${s.seq}`;
@@ -343,6 +399,18 @@ export function analyze(input: AnalyzeInput): Analysis {
     problems.push(`worker ${f.id} produced no result (exit ${f.code}): ${f.stderr.slice(-500)}`);
   }
   if (sections.length === 0) problems.push("no critical sections at all");
+
+  const tl = timeline(input, sections, problems);
+  const leaks = input.leaks ?? null;
+  const leaked = leaks ? leaks.holds.length + leaks.queues.length + leaks.channels.length : null;
+  if (leaks && leaked! > 0) {
+    problems.push(
+      `left on the lock server after the workers exited: ${
+        [...leaks.holds, ...leaks.queues, ...leaks.channels.map((c) => `channel ${c}`)].join("; ")
+      }`,
+    );
+  }
+
   const durationMs = input.endWall - input.startWall;
   const ok = overlapsLive === 0 && staleAccepted === 0 && lostUpdatesLive === 0 && rejectedLiveWrites === 0 &&
     fenceViolations === 0 && problems.length === 0;
@@ -382,8 +450,210 @@ export function analyze(input: AnalyzeInput): Analysis {
     faultEvents,
     failedWorkers: input.failed.map((f) => f.id),
     warnings: input.warnings.slice(0, 20),
+    ...tl,
+    leaks,
+    leaked,
     problems,
     ok,
+  };
+}
+
+/** Redlock's drift allowance, as the library computes it (src/_hold.ts): 1 % of the lease plus 2 ms. */
+const drift = (ms: number) => Math.floor(ms * 0.01) + 2;
+
+/**
+ * The default idle bound: a grant handed to a waiter that cannot claim it (deaf, partitioned, dead) passes on
+ * when its claim window ends, and a queued waiter that missed a message re-checks on a heartbeat of `claimMs`, so
+ * after one fault a free lease waits at most about claimMs + claimMs for a live waiter; plus 500 ms of slack for
+ * this 2-core machine shared by ~6 worker processes, two redis-servers and the proxies (scheduling, reconnects).
+ */
+export function idleBound(spec: ScenarioSpec): number {
+  return spec.idleBoundMs ?? 2 * (spec.claimMs ?? 1_000) + 500;
+}
+
+type Timeline = Pick<
+  Analysis,
+  | "unawareLive"
+  | "unawareExpected"
+  | "unawareTimerLate"
+  | "unawareDetails"
+  | "minRegrantMarginMs"
+  | "minLostRegrantMarginMs"
+  | "maxIdleWaitingMs"
+  | "idleBoundMs"
+  | "idleWorst"
+  | "clockErrMs"
+>;
+
+/**
+ * The grant-time checks, on ONE clock: the servers'. Both redis-servers run on this host and read the same system
+ * clock, and the library stamps every grant with it: a fence is max(lock server TIME in µs, last fence + 1)
+ * (lua/_record.lua), so `fence / 1000` is the server ms at which that grant was made, to within a microsecond per
+ * grant made in the same microsecond. (Checked below: no grant may postdate the moment its holder learned of it,
+ * nor be far off the run; otherwise these metrics are not computed.) A worker's own times (its signal's abort,
+ * its release, its waits) are mapped to the servers' clock by its ClockSync: TIME on the resource server,
+ * bracketed by two wall-clock reads, best of 12, before and after the run (±errMs, typically well under 1 ms).
+ *
+ * Holders unaware at re-grant: a hold's belief ends when its lease.signal aborts (a loss, or release(), which
+ * aborts it first thing). For each hold, the next grant to ANOTHER worker is the section with the smallest fence
+ * above its own; the holder was unaware iff its abort, mapped, is later than that grant by more than its clock
+ * error (so a reported case is certain; one within the error, < 1 ms, could be missed). Only grants some worker
+ * went on to use are seen (a grant nobody learned of made nobody write).
+ *
+ * Idle with live waiters: going through the sections in grant (fence) order, the lease is taken to be free from
+ * the earliest moment the previous holds can have ended on the server: a release that succeeded ran after the
+ * release started; otherwise (lost, or release failed) the lease expired no earlier than its local deadline plus
+ * the drift allowance (the deadline is taken that much before the TTL the server set), or was released no
+ * earlier than the release started, whichever is earlier. It is idle until the next holder HAS it: its acquire()
+ * returned, not merely the grant (a grant handed to a waiter that cannot hear or claim it, or whose reply is
+ * lost, leaves the lease idle all the same until someone can use it). So idle is over- rather than
+ * under-estimated, except after a "not-held" loss (the lease was gone earlier, at a time no worker saw). Of that
+ * interval, only the time during which at least one non-faulted worker was inside an acquire() call counts; the
+ * longest such stretch is the metric.
+ */
+function timeline(input: AnalyzeInput, sections: Section[], problems: string[]): Timeline {
+  const { spec, workers } = input;
+  const none: Timeline = {
+    unawareLive: null,
+    unawareExpected: null,
+    unawareTimerLate: null,
+    unawareDetails: [],
+    minRegrantMarginMs: null,
+    minLostRegrantMarginMs: null,
+    maxIdleWaitingMs: null,
+    idleBoundMs: idleBound(spec),
+    idleWorst: null,
+    clockErrMs: null,
+  };
+  if (spec.noLock || workers.length === 0) return none;
+  const clocks = new Map(workers.map((w) => [w.id, w.clock]));
+  if (workers.some((w) => !w.clock)) {
+    if (workers.some((w) => w.clock)) problems.push("some workers reported no clock sync");
+    return none;
+  }
+  const off = (w: string) => clocks.get(w)!.offsetMs;
+  const err = (w: string) => clocks.get(w)!.errMs;
+  const srv = (w: string, t: number) => t + off(w);
+  const clockErrMs = Math.max(...workers.map((w) => w.clock!.errMs));
+  const r1 = (x: number) => Math.round(x * 10) / 10;
+  const at = (ms: number) => `+${Math.round(ms - srv(workers[0].id, input.startWall))} ms`;
+
+  // Fences must be grant times on the servers' clock.
+  const runStart = srv(workers[0].id, input.startWall);
+  const bad = sections.filter((s) => {
+    const g = s.fence / 1000;
+    return !(g <= srv(s.w, s.start) + err(s.w) + 1) || g < runStart - 60_000;
+  });
+  if (bad.length > 0) {
+    problems.push(
+      `fences are not grant times on the servers' clock (${bad.length} sections, e.g. ${describe(bad[0])}): ` +
+        "unaware/idle not measured",
+    );
+    return { ...none, clockErrMs };
+  }
+  const untimed = sections.filter((s) => s.abortAt === undefined || s.deadlineAt === undefined);
+  if (untimed.length > 0) {
+    problems.push(`${untimed.length} sections without abort/deadline times, e.g. ${tag(untimed[0])}`);
+  }
+  const byFence = sections.filter((s) => s.abortAt !== undefined && s.deadlineAt !== undefined)
+    .sort((a, b) => a.fence - b.fence);
+
+  // --- holders unaware at re-grant
+  let live = 0, expected = 0, timerLate = 0;
+  let minMargin: number | null = null;
+  let minLostMargin: number | null = null;
+  const details: string[] = [];
+  for (let i = 0; i < byFence.length; i++) {
+    const s = byFence[i];
+    let j = i + 1;
+    while (j < byFence.length && (byFence[j].w === s.w || byFence[j].fence <= s.fence)) j++;
+    if (j === byFence.length) continue;
+    const next = byFence[j];
+    const g = next.fence / 1000;
+    const belief = srv(s.w, s.abortAt!);
+    const margin = g - belief;
+    const isExpected = s.fault !== undefined || (spec.losesLeaseData === true && isLost(s));
+    if (!isExpected && (minMargin === null || margin < minMargin)) minMargin = margin;
+    if (!isExpected && isLost(s) && (minLostMargin === null || margin < minLostMargin)) minLostMargin = margin;
+    if (margin >= -err(s.w)) continue;
+    const deadlinePassed = srv(s.w, s.deadlineAt!) < g;
+    if (isExpected) expected++;
+    else {
+      live++;
+      if (deadlinePassed) timerLate++;
+    }
+    if (details.length < 5 && !isExpected) {
+      details.push(
+        `${tag(s)} (fence ${s.fence}${isLost(s) ? `, lost: ${s.why ?? "release-false"}` : ""}) still held by its ` +
+          `own account ${r1(-margin)} ms after ${tag(next)} was granted at ${at(g)} (its local deadline ` +
+          `${deadlinePassed ? "had passed" : "had not passed"}: ${r1(srv(s.w, s.deadlineAt!) - g)} ms)`,
+      );
+    }
+  }
+  if (live > 0) problems.push(`${live} holders unaware at re-grant: ${details.join("; ")}`);
+
+  // --- idle with live waiters
+  const leaseMs = spec.leaseMs ?? spec.watchdogMs ?? 300;
+  const faulted = new Set([...(spec.faulted ?? []), ...(spec.victims ?? []).map((v) => v.worker)]);
+  const ids = workers.map((w) => w.id);
+  // Worker ids are "<runtime>-<n>" in spec order; map an index to its id the same way the runner does.
+  const counts: Record<string, number> = {};
+  const idOf = spec.workers.map((rt) => `${rt}-${(counts[rt] = (counts[rt] ?? -1) + 1)}`);
+  const faultedIds = new Set([...faulted].map((i) => idOf[i]));
+  const waits: Array<[number, number]> = [];
+  for (const w of workers) {
+    if (faultedIds.has(w.id)) continue;
+    for (const s of w.sections) if (s.acqStart !== undefined) waits.push([srv(w.id, s.acqStart), srv(w.id, s.start)]);
+    for (const [a, b] of w.failedWaits ?? []) waits.push([srv(w.id, a), srv(w.id, b)]);
+  }
+  waits.sort((a, b) => a[0] - b[0]);
+  const union: Array<[number, number]> = [];
+  for (const [a, b] of waits) {
+    const last = union[union.length - 1];
+    if (last && a <= last[1]) last[1] = Math.max(last[1], b);
+    else union.push([a, b]);
+  }
+  const freeAt = (s: Section) =>
+    s.released === true ? srv(s.w, s.end) : Math.min(srv(s.w, s.end), srv(s.w, s.deadlineAt!) + drift(leaseMs));
+  let maxIdle = 0;
+  let idleWorst: string | null = null;
+  let busy = -Infinity;
+  let busyBy: Section | undefined;
+  for (const t of byFence) {
+    const g = srv(t.w, t.start);
+    if (busyBy && g > busy) {
+      for (const [a, b] of union) {
+        if (a >= g) break;
+        const len = Math.min(b, g) - Math.max(a, busy);
+        if (len > maxIdle) {
+          maxIdle = len;
+          idleWorst = `free from ${at(busy)} (end of ${tag(busyBy)}) until ${tag(t)} had it at ${at(g)} ` +
+            `(granted at ${at(t.fence / 1000)}); ` +
+            `non-faulted waiters throughout ${at(Math.max(a, busy))}..${at(Math.min(b, g))}`;
+        }
+      }
+    }
+    const f = freeAt(t);
+    if (f > busy) {
+      busy = f;
+      busyBy = t;
+    }
+  }
+  if (ids.length > 0 && faultedIds.size >= ids.length) idleWorst = "every worker is faulted: not measured";
+  const bound = idleBound(spec);
+  if (maxIdle > bound) problems.push(`a free lease sat idle ${Math.round(maxIdle)} ms (bound ${bound}): ${idleWorst}`);
+
+  return {
+    unawareLive: live,
+    unawareExpected: expected,
+    unawareTimerLate: timerLate,
+    unawareDetails: details,
+    minRegrantMarginMs: minMargin === null ? null : r1(minMargin),
+    minLostRegrantMarginMs: minLostMargin === null ? null : r1(minLostMargin),
+    maxIdleWaitingMs: Math.round(maxIdle),
+    idleBoundMs: bound,
+    idleWorst,
+    clockErrMs: r1(clockErrMs),
   };
 }
 

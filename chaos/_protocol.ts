@@ -80,6 +80,10 @@ export interface WorkerConfig {
   csSleepMs: number;
   /** Faults this worker applies to itself, at `atMs` after GO (first section that starts after that). */
   faults?: WorkerFault[];
+  /** The acquire option `claimMs` (default: the library's). */
+  claimMs?: number;
+  /** A fixed `owner` string for every acquire of this worker (default: a random owner per acquire). */
+  owner?: string;
   /**
    * Checker self-test only: do not acquire the lease at all. Each "section" takes a fresh fence from an INCR on
    * the lock server (as if granted) and runs unprotected, so the checker must report overlaps and lost updates.
@@ -103,16 +107,30 @@ export interface FaultRecord {
 }
 
 /**
- * One critical section (one held lease) as a worker recorded it. `start`, `end` and `lostAt` are the worker's
- * wall ms (timeOrigin + now(): each process has its own clock, so they only order sections of one worker
- * reliably); `srv*` and `op*` are on the resource server's clock, the one the checker decides overlaps on.
+ * One critical section (one held lease) as a worker recorded it. `start`, `end`, `lostAt` and the other wall
+ * times are the worker's wall ms (timeOrigin + now(): each process has its own clock, so they only order sections
+ * of one worker reliably; `WorkerResult.clock` maps them to the servers' clock); `srv*` and `op*` are on the
+ * resource server's clock, the one the checker decides overlaps on.
  */
 export interface Section {
   w: string;
   seq: number;
   fence: number;
+  /** Wall ms when acquire() returned the lease. */
   start: number;
+  /** Wall ms when the critical section ended (just before release() was called). */
   end: number;
+  /** Wall ms when the acquire() call that returned this lease started (the worker waited from then on). */
+  acqStart?: number;
+  /**
+   * Wall ms when `lease.signal` aborted, whatever the reason: a LeaseLostError, or release() (which aborts it
+   * synchronously as it starts). The end of the holder's belief that it holds the lease.
+   */
+  abortAt?: number;
+  /** The lease's local deadline (`timeOrigin + lease.expiresAt`, wall ms) read at that moment. */
+  deadlineAt?: number;
+  /** Wall ms when release() settled. */
+  relEnd?: number;
   /**
    * The section on the resource server's clock: TIME (µs) of its first resource command (the read) and of its
    * last one that completed (the fenced write, else the counter write, else the read), and the positions of the
@@ -143,6 +161,20 @@ export interface Section {
   fault?: FaultRecord;
 }
 
+/**
+ * How this worker's wall clock maps to the servers' clock: server ms ≈ wall + offsetMs, within ±errMs. Measured
+ * with TIME on the resource server (never faulted), taking the sample with the shortest round trip, once before
+ * GO and once after the loop. Both redis-servers run on this host and read the same system clock (gettimeofday),
+ * so this is also the lock server's clock, on which the fences are stamped.
+ */
+export interface ClockSync {
+  offsetMs: number;
+  errMs: number;
+  /** The two measurements (before GO, after the loop). */
+  before: { offsetMs: number; errMs: number };
+  after: { offsetMs: number; errMs: number };
+}
+
 export interface WorkerResult {
   id: string;
   runtime: string;
@@ -150,6 +182,37 @@ export interface WorkerResult {
   sections: Section[];
   /** Errors by class: acquire failures, release failures, section failures, client 'error' events. */
   errors: Record<string, number>;
+  /** The wall → server clock mapping (absent from synthetic inputs: the clock-based metrics are then skipped). */
+  clock?: ClockSync;
+  /** [start, end] wall ms of every acquire() call that failed (the worker was waiting then, too). */
+  failedWaits?: Array<[number, number]>;
+}
+
+/** One clock sample: `time()` returns the server's TIME as [seconds, microseconds]. */
+export async function syncClock(
+  time: () => Promise<unknown>,
+  samples = 12,
+): Promise<{ offsetMs: number; errMs: number }> {
+  let best = { offsetMs: 0, errMs: Infinity };
+  for (let i = 0; i < samples; i++) {
+    const t0 = wall();
+    const [sec, usec] = (await time()) as [string, string];
+    const t1 = wall();
+    const srv = Number(sec) * 1000 + Number(usec) / 1000;
+    const errMs = (t1 - t0) / 2;
+    if (errMs < best.errMs) best = { offsetMs: srv - (t0 + t1) / 2, errMs };
+  }
+  return best;
+}
+
+/** Combine the two measurements: their mean, with an error that covers both and the drift between them. */
+export function combineClock(
+  before: { offsetMs: number; errMs: number },
+  after: { offsetMs: number; errMs: number },
+): ClockSync {
+  const offsetMs = (before.offsetMs + after.offsetMs) / 2;
+  const errMs = Math.max(before.errMs, after.errMs) + Math.abs(after.offsetMs - before.offsetMs) / 2;
+  return { offsetMs, errMs, before, after };
 }
 
 /** A short, stable class name for an error: its name, plus the first word of a Redis error reply. */

@@ -54,7 +54,7 @@ class Conn {
 }
 
 type OneShotKind = "loseRequest" | "resetNext" | "loseReply";
-type OneShot = { what: OneShotKind; kind: KindSel; fire(id: number): void };
+type OneShot = { what: OneShotKind; kind: KindSel; skip: number; fire(id: number): void };
 type Hole = { kind: KindSel; dirs: Direction[]; hold: boolean };
 type Trigger = Hole & { match(text: string): boolean; fire(id: number): void };
 
@@ -181,21 +181,21 @@ export class FaultProxy {
   }
 
   // The one-shots below act on the next request (a chunk of client bytes) on a connection of `kind` (default
-  // "command"), and resolve with that connection's id when they fire.
+  // "command"), or with `skip: n` on the one after the next n, and resolve with that connection's id when they fire.
 
   /** The request is forwarded, then the connection reset before its reply is back: it may or may not have run. */
-  resetNext(opts: { kind?: KindSel } = {}): Promise<number> {
-    return this.#arm("resetNext", opts.kind);
+  resetNext(opts: { kind?: KindSel; skip?: number } = {}): Promise<number> {
+    return this.#arm("resetNext", opts);
   }
 
   /** The request runs on Redis, its reply is swallowed and the connection reset (RESP cannot skip a reply). */
-  loseNextReply(opts: { kind?: KindSel } = {}): Promise<number> {
-    return this.#arm("loseReply", opts.kind);
+  loseNextReply(opts: { kind?: KindSel; skip?: number } = {}): Promise<number> {
+    return this.#arm("loseReply", opts);
   }
 
   /** The request is swallowed and the connection reset: the command never reaches Redis. */
-  loseNextRequest(opts: { kind?: KindSel } = {}): Promise<number> {
-    return this.#arm("loseRequest", opts.kind);
+  loseNextRequest(opts: { kind?: KindSel; skip?: number } = {}): Promise<number> {
+    return this.#arm("loseRequest", opts);
   }
 
   /**
@@ -226,13 +226,18 @@ export class FaultProxy {
     return closed;
   }
 
-  #arm(what: OneShotKind, kind: KindSel = "command"): Promise<number> {
-    return new Promise((fire) => this.#oneShots.push({ what, kind, fire }));
+  #arm(what: OneShotKind, opts: { kind?: KindSel; skip?: number }): Promise<number> {
+    const { kind = "command", skip = 0 } = opts;
+    return new Promise((fire) => this.#oneShots.push({ what, kind, skip, fire }));
   }
 
   #take(what: OneShotKind, c: Conn): boolean {
     const i = this.#oneShots.findIndex((o) => o.what === what && matches(o.kind, c.kind));
     if (i < 0) return false;
+    if (this.#oneShots[i].skip > 0) {
+      this.#oneShots[i].skip--; // this request passes
+      return false;
+    }
     this.#oneShots.splice(i, 1)[0].fire(c.id);
     return true;
   }

@@ -1,12 +1,17 @@
 // Runs one chaos scenario: a lock redis-server and a separate resource redis-server, worker processes on the
-// chosen runtimes contending for one lease name, a fault injector acting on the lock server (or on a worker
-// process) while they run, then the analysis of what the workers and the resource recorded.
+// chosen runtimes contending for one lease name, a fault injector acting on the lock server, on a worker's
+// network route or on a worker process while they run, then the analysis of what the workers and the resource
+// recorded, and of what the lock server still holds once the workers have exited.
+//
+// Every worker reaches the lock server through its own FaultProxy (chaos/_proxy.ts), started here: its "route",
+// on which the network scenarios inject their faults. The resource server is reached directly (never faulted).
 import { type ChildProcess, spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { type Analysis, analyze } from "./_analyze.ts";
+import { type Analysis, analyze, type LeakReport } from "./_analyze.ts";
 import { resourceKeys, wall, type WorkerConfig, type WorkerFault, type WorkerResult } from "./_protocol.ts";
+import { type FaultProxy, startProxy } from "./_proxy.ts";
 import { type Client, RedisProc } from "./_servers.ts";
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -21,6 +26,17 @@ export function commandFor(runtime: Runtime, file: string, args: string[]): [str
   return [process.execPath, ["--import", "tsx", file, ...args]];
 }
 
+/** One worker as an injector sees it: its id, its route to the lock server, and its redlease client id. */
+export interface WorkerRoute {
+  index: number;
+  id: string;
+  proxy: FaultProxy;
+  /** The worker's lock client's redlease id: its queue entries start with `<clientId>|`. */
+  clientId: string;
+  /** The worker's fixed owner (ScenarioSpec.fixedOwners): the lease hash has this field while it holds. */
+  owner?: string;
+}
+
 /** Everything a fault injector may act on; it runs from GO until `until` (wall ms). */
 export interface FaultContext {
   lock: RedisProc;
@@ -28,6 +44,12 @@ export interface FaultContext {
   admin: Client;
   startWall: number;
   until: number;
+  /** Every worker's route. */
+  routes: WorkerRoute[];
+  /** The routes of the workers the scenario faults (ScenarioSpec.faulted), in order. */
+  victims: WorkerRoute[];
+  /** The lease's keys on the lock server (the default "redlease" prefix). */
+  keys: { hash: string; queue: string };
   /** Record one fault event (kept in the results). */
   note(event: string, detail?: Record<string, unknown>): void;
 }
@@ -58,6 +80,27 @@ export interface ScenarioSpec {
   inject?: Injector;
   /** The checker's self-test: workers skip acquiring (see WorkerConfig.noLock); the analysis must fail. */
   noLock?: boolean;
+  /** The acquire option `claimMs` of every worker (default: the library's, 1000 ms). */
+  claimMs?: number;
+  /** Indexes of the workers that acquire with a fixed owner (`fixed-<worker id>`) instead of a random one. */
+  fixedOwners?: number[];
+  /** csSleepMs of the `faulted` workers, if other than csSleepMs. */
+  faultedCsSleepMs?: number;
+  /**
+   * Indexes of the workers whose network route the injector faults (FaultContext.victims). Every other worker is
+   * "non-faulted": the idle check counts only the time such a worker was waiting.
+   */
+  faulted?: number[];
+  /**
+   * The fault makes the lock server lose lease data (restarted empty, keys evicted): a holder whose lease was
+   * deleted under it cannot know before its next renewal, so its being unaware at the re-grant is expected.
+   */
+  losesLeaseData?: boolean;
+  /**
+   * The longest a free lease may sit idle while a non-faulted worker waits, ms. Default: 2 × claimMs + 500 (see
+   * `idleBound` in chaos/_analyze.ts).
+   */
+  idleBoundMs?: number;
 }
 
 export interface FaultEvent {
@@ -79,6 +122,8 @@ export interface ScenarioRun {
   accepted: string[];
   /** The lock server's INFO commandstats calls (`cmdstat_<name>`) and errorstats counts (`errorstat_<code>`). */
   lockStats: Record<string, number>;
+  /** What the lock server still held once every worker had exited. */
+  leaks: LeakReport | undefined;
   analysis: Analysis;
 }
 
@@ -86,6 +131,8 @@ interface Child {
   id: string;
   proc: ChildProcess;
   ready: Promise<number>;
+  clientId: string;
+  exited: Promise<void>;
   result: Promise<WorkerResult | undefined>;
   stderr: () => string;
   onPause?: (seq: number) => void;
@@ -101,10 +148,14 @@ function startWorker(runtime: Runtime, cfg: WorkerConfig): Child {
   let onResult: (r: WorkerResult | undefined) => void;
   child.ready = new Promise((resolve) => (onReady = resolve));
   child.result = new Promise((resolve) => (onResult = resolve));
+  child.exited = new Promise((resolve) => proc.once("exit", () => resolve()));
   const lines = createInterface({ input: proc.stdout! });
   lines.on("line", (line) => {
-    if (line.startsWith("READY ")) onReady(Number(line.slice(6)));
-    else if (line.startsWith("PAUSEME ")) child.onPause?.(Number(line.slice(8)));
+    if (line.startsWith("READY ")) {
+      const [pid, clientId] = line.slice(6).split(" ");
+      child.clientId = clientId ?? "";
+      onReady(Number(pid));
+    } else if (line.startsWith("PAUSEME ")) child.onPause?.(Number(line.slice(8)));
     else if (line.startsWith("RESULT ")) onResult(JSON.parse(line.slice(7)) as WorkerResult);
   });
   proc.on("exit", () => {
@@ -124,31 +175,40 @@ function killHard(c: Child): void {
 
 let runs = 0;
 
+/** The fixed owner string of a worker that acquires with one (ScenarioSpec.fixedOwners). */
+export const fixedOwner = (workerId: string) => `fixed-${workerId}`;
+
 export async function runScenario(spec: ScenarioSpec, log: (line: string) => void = () => {}): Promise<ScenarioRun> {
   const lock = await RedisProc.start(spec.lockArgs ?? []);
   const resource = await RedisProc.start();
   const children: Child[] = [];
   const pids: number[] = [];
+  const proxies: FaultProxy[] = [];
   try {
     const admin = await lock.client();
     const res = await resource.client();
     const name = `chaos-${spec.name}-${process.pid}-${++runs}`;
     const resPrefix = `res:${name}`;
     const counts: Partial<Record<Runtime, number>> = {};
+    // One route (proxy) per worker, in front of the lock server's port (which a restart keeps).
+    for (const _ of spec.workers) proxies.push(await startProxy({ port: lock.port }));
     spec.workers.forEach((rt, i) => {
       const n = counts[rt] = (counts[rt] ?? -1) + 1;
+      const id = `${rt}-${n}`;
       const cfg: WorkerConfig = {
-        id: `${rt}-${n}`,
-        lockUrl: lock.url,
+        id,
+        lockUrl: proxies[i].url,
         resUrl: resource.url,
         name,
         resPrefix,
         watchdogMs: spec.leaseMs === undefined ? spec.watchdogMs ?? 300 : undefined,
         leaseMs: spec.leaseMs,
         waitMs: spec.waitMs ?? 5_000,
-        csSleepMs: spec.csSleepMs ?? 3,
+        csSleepMs: (spec.faulted?.includes(i) ? spec.faultedCsSleepMs : undefined) ?? spec.csSleepMs ?? 3,
         faults: (spec.victims ?? []).filter((v) => v.worker === i).map((v) => v.fault),
         noLock: spec.noLock || undefined,
+        claimMs: spec.claimMs,
+        owner: spec.fixedOwners?.includes(i) ? fixedOwner(id) : undefined,
       };
       children.push(startWorker(rt, cfg));
     });
@@ -192,17 +252,47 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
       };
     }
 
+    const routes: WorkerRoute[] = children.map((c, index) => ({
+      index,
+      id: c.id,
+      proxy: proxies[index],
+      clientId: c.clientId,
+      owner: spec.fixedOwners?.includes(index) ? fixedOwner(c.id) : undefined,
+    }));
+    const hash = `redlease:{${name}}`;
+
     const startWall = wall() + 50;
     const endWall = startWall + spec.durationMs;
+    const ctx: FaultContext = {
+      lock,
+      admin,
+      startWall,
+      until: endWall,
+      routes,
+      victims: (spec.faulted ?? []).map((i) => routes[i]),
+      keys: { hash, queue: `${hash}:q` },
+      note,
+    };
     for (const c of children) c.proc.stdin!.write(`GO ${endWall}\n`);
-    const injected = spec.inject?.({ lock, admin, startWall, until: endWall, note }).catch((e) => {
+    // Every route is cleared when the injector is done, and at the end of the run whatever it did: the workers
+    // finish their last acquire/release calls (and exit) on healthy routes.
+    const clearRoutes = () => proxies.forEach((p) => p.clear());
+    const clearAtEnd = setTimeout(clearRoutes, endWall - wall() + 100);
+    const injected = spec.inject?.(ctx).catch((e) => {
       note("injector failed", { error: String(e) });
-    });
+    }).finally(clearRoutes);
     const deadline = setTimeout(() => children.forEach((c) => killHard(c)), spec.durationMs + 45_000);
     const results = await Promise.all(children.map((c) => c.result));
     clearTimeout(deadline);
     await injected;
+    clearTimeout(clearAtEnd);
+    clearRoutes();
     await Promise.all(stops);
+    // Leaks are checked once the worker processes have exited (they quit their clients, then exit).
+    const exitBy = setTimeout(() => children.forEach((c) => killHard(c)), 10_000);
+    await Promise.all(children.map((c) => c.exited));
+    clearTimeout(exitBy);
+    const leaks = spec.noLock ? undefined : await leftovers(admin, proxies);
 
     const keys = resourceKeys(resPrefix);
     const counter = Number(await res.get(keys.counter) ?? 0);
@@ -227,6 +317,7 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
       writes,
       accepted,
       warnings,
+      leaks,
     });
     const lockStats: Record<string, number> = {};
     try {
@@ -234,12 +325,63 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
       for (const m of info.matchAll(/^(cmdstat_[^:]+):calls=(\d+)/gm)) lockStats[m[1]] = Number(m[2]);
       for (const m of info.matchAll(/^(errorstat_[^:]+):count=(\d+)/gm)) lockStats[m[1]] = Number(m[2]);
     } catch { /* the lock server is not answering: no stats */ }
-    return { spec, workers, failed, faults, startWall, endWall, counter, writes, accepted, lockStats, analysis };
+    return { spec, workers, failed, faults, startWall, endWall, counter, writes, accepted, lockStats, leaks, analysis };
   } finally {
     children.forEach((c) => killHard(c));
+    for (const p of proxies) await p.close();
     await lock.stop();
     await resource.stop();
   }
+}
+
+/**
+ * What the lock server still holds after every worker exited: lease hashes with an owner field (a hash holding
+ * only the grant record "" is the fence record a release leaves behind, by design, for 10 s), wait queues, and
+ * subscribed channels (plain and sharded); plus the connections still open (the admin's excepted) and the
+ * proxies' open connections. Polled for up to 3 s, since a closed connection's subscriptions go when Redis (and
+ * the proxy in between) has seen the close.
+ */
+export async function leftovers(admin: Client, proxies: FaultProxy[]): Promise<LeakReport> {
+  const t0 = wall();
+  for (;;) {
+    const holds: string[] = [];
+    const queues: string[] = [];
+    for (const key of await scanAll(admin, "redlease:*")) {
+      if (key.endsWith(":q")) queues.push(`${key} (${await admin.zCard(key)} entries)`);
+      else if ((await admin.type(key)) === "hash") {
+        const fields = await admin.hGetAll(key);
+        const owners = Object.keys(fields).filter((f) => f !== "");
+        if (owners.length > 0) holds.push(`${key} held by ${owners.map((o) => `${o}×${fields[o]}`).join(", ")}`);
+      }
+    }
+    const channels = await admin.sendCommand(["PUBSUB", "CHANNELS"]) as string[];
+    const shardChannels = await admin.sendCommand(["PUBSUB", "SHARDCHANNELS"]) as string[];
+    const clientList = String(await admin.sendCommand(["CLIENT", "LIST"]));
+    const clients = clientList.split("\n").filter((l) => l.trim() && !/ cmd=client\|list /.test(l)).length;
+    const proxyConns = proxies.reduce((n, p) => n + p.connections().length, 0);
+    const report: LeakReport = {
+      holds,
+      queues,
+      channels: [...channels, ...shardChannels.map((c) => `(shard) ${c}`)],
+      clients,
+      proxyConnections: proxyConns,
+      waitedMs: Math.round(wall() - t0),
+    };
+    const clean = holds.length + queues.length + report.channels.length === 0 && clients === 0 && proxyConns === 0;
+    if (clean || wall() - t0 > 3_000) return report;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function scanAll(c: Client, match: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, batch] = await c.sendCommand(["SCAN", cursor, "MATCH", match, "COUNT", "1000"]) as [string, string[]];
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== "0");
+  return keys;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -13,8 +13,13 @@
  *   npm run chaos -- --self-test               the checker's self-test: workers skip the lock; exits 0 only if
  *                                              the checker reports the live overlaps and lost updates
  *
+ *   npm run chaos -- --only net-latency,net-lost-reply   the network fault scenarios are named net-*
+ *
  * Exits non-zero if any scenario shows an overlap, a lost update or a rejected write among live holders, a stale
- * fenced write accepted, a fence out of order, or a paused/blocked holder whose late write was not rejected.
+ * fenced write accepted, a fence out of order, a paused/blocked holder whose late write was not rejected, a live
+ * holder unaware of its loss when the lease was granted to another worker, a free lease idle for longer than the
+ * scenario's bound while a non-faulted worker waited, or holds, queues or subscriptions left on the lock server
+ * after the workers exited.
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -76,7 +81,10 @@ for (const spec of selected) {
       `lost holders ${a.overlapsLost} (resource server clock; min live handoff gap ${a.minHandoffGapMs} ms), ` +
       `wall-clock diagnostic: overlaps live ${a.wallClockOverlapsLive}, min gap ${a.wallClockMinHandoffGapMs} ms; ` +
       `lost updates live ${a.lostUpdatesLive} / lost holders ${a.lostUpdatesByLostHolders}, ` +
-      `stale fenced accepted ${a.staleAccepted}, late writes rejected ${a.lateWritesRejected}`,
+      `stale fenced accepted ${a.staleAccepted}, late writes rejected ${a.lateWritesRejected}; ` +
+      `unaware at re-grant ${a.unawareLive} (expected ${a.unawareExpected}, min margin ${a.minRegrantMarginMs} ms, ` +
+      `lost holders ${a.minLostRegrantMarginMs} ms), ` +
+      `idle with live waiters ${a.maxIdleWaitingMs} ms (bound ${a.idleBoundMs}), leaked ${a.leaked}`,
   );
   for (const p of a.problems.slice(0, 10)) console.log(`  problem: ${p.slice(0, 600)}`);
 }
@@ -88,16 +96,20 @@ lines.push(
 );
 lines.push("");
 lines.push(
-  "| scenario | fault | acq/s | longest idle | overlaps live / lost holders | lost updates live / lost holders | stale fenced accepted | late writes rejected / accepted | leases lost (why) | errors by class | verdict |",
+  "| scenario | fault | acq/s | longest idle | idle with live waiters (bound) | overlaps live / lost holders | lost updates live / lost holders | stale fenced accepted | late writes rejected / accepted | unaware at re-grant live / expected | leaked holds / queues / channels | leases lost (why) | errors by class | verdict |",
 );
-lines.push("|---|---|---|---|---|---|---|---|---|---|---|");
+lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+const na = (x: number | null | undefined) => (x === null || x === undefined ? "—" : String(x));
 for (const a of analyses) {
+  const leaks = a.leaks ? `${a.leaks.holds.length} / ${a.leaks.queues.length} / ${a.leaks.channels.length}` : "—";
   lines.push(
-    `| ${a.scenario} | ${a.fault} | ${a.acqPerSec} (${a.acquisitions}) | ${a.maxIdleMs} ms | ${a.overlapsLive} / ${a.overlapsLost} | ` +
+    `| ${a.scenario} | ${a.fault} | ${a.acqPerSec} (${a.acquisitions}) | ${a.maxIdleMs} ms | ` +
+      `${na(a.maxIdleWaitingMs)} ms (${a.idleBoundMs}) | ${a.overlapsLive} / ${a.overlapsLost} | ` +
       `${a.lostUpdatesLive} / ${a.lostUpdatesByLostHolders} (of ${a.expectedIncrements}) | ${a.staleAccepted} | ` +
-      `${a.lateWritesRejected} / ${a.lateWritesAccepted} | ${fmt(a.lostByWhy)} | ${fmt(a.errors)} | ${
-        a.ok ? "ok" : "**FAIL**"
-      } |`,
+      `${a.lateWritesRejected} / ${a.lateWritesAccepted} | ${na(a.unawareLive)} / ${na(a.unawareExpected)}${
+        a.minLostRegrantMarginMs === null ? "" : ` (lost holders aborted ≥ ${a.minLostRegrantMarginMs} ms before)`
+      } | ` +
+      `${leaks} | ${fmt(a.lostByWhy)} | ${fmt(a.errors)} | ${a.ok ? "ok" : "**FAIL**"} |`,
   );
 }
 lines.push("");
@@ -109,6 +121,22 @@ lines.push(
     "Overlaps are decided on the resource redis-server's clock (each section's first to last resource command, in " +
     "the order that server ran them); the overlaps computed from the workers' own wall clocks are in chaos.json " +
     "(wallClockOverlapsLive) as a diagnostic only.",
+);
+lines.push("");
+lines.push(
+  "Every worker reaches the lock server through its own fault-injecting proxy (its route); the net-* scenarios " +
+    "fault the routes of their victims (the first worker of each runtime), in turn, with a 300 ms claim window " +
+    "and a 300 ms watchdog lease. Grant-time columns are on the servers' clock: every fence is the lock server's " +
+    "TIME (µs) at the grant, and each worker's wall clock is mapped to the same clock by TIME on the resource " +
+    "server (best of 12 round trips, before and after the run). Unaware at re-grant: holds whose lease.signal had " +
+    "not aborted yet when the lease was granted to another worker (live must be 0; expected: a process that was " +
+    "paused/blocked, or a lease the lock server lost); in brackets, the least time by which a live holder that " +
+    "lost its lease had its signal aborted before the re-grant. Idle with live waiters: the longest time from the earliest " +
+    "moment a hold can have ended on the server (release started, or local deadline + drift when it was not " +
+    "released) to the next grant a worker used, counting only time when a non-faulted worker was in acquire(); " +
+    "bound: 2 × claim window + 500 ms (claim window: an unclaimed grant passes on; + heartbeat: a queued waiter " +
+    "re-checks that often; + 500 ms for 2 shared cores). Leaked: lease hashes with an owner, wait queues, and " +
+    "subscribed channels (plain or sharded) on the lock server after every worker process exited (must be 0).",
 );
 const victims = analyses.flatMap((a) => a.victims.map((v) => ({ scenario: a.scenario, ...v })));
 if (victims.length > 0) {

@@ -6,7 +6,8 @@
  *   <runtime> chaos/worker.ts '<WorkerConfig as JSON>'
  *
  * Protocol (lines on stdout / stdin):
- *   → `READY <pid>`        connected and warmed up (scripts loaded)
+ *   → `READY <pid> <id>`   connected and warmed up (scripts loaded); <id> is the redlease client id of the lock
+ *                          client (its waiters' queue entries start with `<id>|`, their channel ends with `:w:<id>`)
  *   ← `GO <endWall>`       loop until this wall time (performance.timeOrigin + performance.now(), ms)
  *   → `PAUSEME <seq>`      a "pause" fault: inside section <seq>, now sleeping; the parent SIGSTOPs us
  *   → `RESULT <json>`      the WorkerResult, then the process exits
@@ -20,12 +21,16 @@
  */
 import { createClient } from "redis";
 import { acquire, type AcquireOptions, type Lease, release } from "../mod.ts";
+// Internal, read only to report the client id (so the parent can tell this worker's queue entries and channel).
+import { stateOf } from "../src/_client.ts";
 import {
+  combineClock,
   errorClass,
   type FaultRecord,
   RESOURCE,
   resourceKeys,
   type Section,
+  syncClock,
   wall,
   type WorkerConfig,
   type WorkerFault,
@@ -76,20 +81,26 @@ res.on("error", (e: unknown) => bump(`resource-event:${errorClass(e)}`));
 await lock.connect();
 await res.connect();
 const keys = resourceKeys(cfg.resPrefix);
-const options: AcquireOptions = cfg.leaseMs !== undefined
-  ? { leaseMs: cfg.leaseMs, waitMs: cfg.waitMs }
-  : { watchdogMs: cfg.watchdogMs, waitMs: cfg.waitMs };
+const options: AcquireOptions = {
+  ...(cfg.leaseMs !== undefined ? { leaseMs: cfg.leaseMs } : { watchdogMs: cfg.watchdogMs }),
+  waitMs: cfg.waitMs,
+  ...(cfg.claimMs !== undefined ? { claimMs: cfg.claimMs } : {}),
+  ...(cfg.owner !== undefined ? { owner: cfg.owner } : {}),
+};
 
 // Warm-up: loads the library's scripts, so the timed phase sees only steady-state traffic.
 await release(await acquire(lock, `${cfg.name}:warm:${cfg.id}`, { waitMs: 0 }));
 const resKeys = (...ks: string[]) => [...ks, keys.ops];
 await res.eval(RESOURCE.read, { keys: resKeys(keys.counter, keys.writes) });
-console.log(`READY ${process.pid}`);
+const time = () => res.sendCommand(["TIME"]);
+const clockBefore = await syncClock(time);
+console.log(`READY ${process.pid} ${stateOf(lock).id}`);
 
 const endWall = await readGo();
 const goWall = wall();
 const faults: WorkerFault[] = [...(cfg.faults ?? [])].sort((a, b) => a.atMs - b.atMs);
 const sections: Section[] = [];
+const failedWaits: Array<[number, number]> = [];
 
 /** What the lease's signal says right after a pause or block, then after one turn of the event loop. */
 async function observe(kind: FaultRecord["kind"], lease: Lease, t0: number): Promise<FaultRecord> {
@@ -122,6 +133,7 @@ function stamp(s: Section, op: number, us: number): void {
 while (wall() < endWall) {
   let lease: Lease | undefined;
   let fence: number;
+  const acqStart = wall();
   try {
     if (cfg.noLock) fence = Number(await lock.incr(`${cfg.name}:nolock-fence`));
     else {
@@ -129,14 +141,18 @@ while (wall() < endWall) {
       fence = lease.fence;
     }
   } catch (e) {
+    failedWaits.push([acqStart, wall()]);
     bump(`acquire:${errorClass(e)}`);
     await sleep(5);
     continue;
   }
-  const s: Section = { w: cfg.id, seq: seq++, fence, start: wall(), end: 0 };
+  const s: Section = { w: cfg.id, seq: seq++, fence, start: wall(), end: 0, acqStart };
   // No lease (self-test): a signal that never aborts.
   const signal = lease?.signal ?? new AbortController().signal;
   const onAbort = () => {
+    // First thing: when this process stopped believing it holds the lease (release() aborts it synchronously).
+    s.abortAt = wall();
+    if (lease) s.deadlineAt = performance.timeOrigin + lease.expiresAt;
     const r = signal.reason as { name?: string; why?: string } | undefined;
     if (r?.name === "LeaseLostError") {
       s.lostAt = wall();
@@ -190,11 +206,13 @@ while (wall() < endWall) {
     s.releaseErr = errorClass(e);
     bump(`release:${s.releaseErr}`);
   }
+  if (lease) s.relEnd = wall();
   signal.removeEventListener("abort", onAbort);
   sections.push(s);
 }
 
-const result: WorkerResult = { id: cfg.id, runtime, pid: process.pid, sections, errors };
+const clock = combineClock(clockBefore, await syncClock(time));
+const result: WorkerResult = { id: cfg.id, runtime, pid: process.pid, sections, errors, clock, failedWaits };
 console.log(`RESULT ${JSON.stringify(result)}`);
 await Promise.race([Promise.allSettled([lock.quit(), res.quit()]), sleep(2_000)]);
 process.exit(0);
