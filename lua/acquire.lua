@@ -75,7 +75,7 @@ if by then
     hv = redis.call('HMGET', h, '', owner)
     by = nil
   elseif not hv[2] then
-    return busy(math.floor((by - now) / 1000) + 1)
+    return busy(math.min(redis.call('PTTL', h), math.floor((by - now) / 1000) + 1))
   end
 end
 if hv[2] then

@@ -174,14 +174,14 @@ export type WaiterMessage =
     readonly queuedAt: number;
     readonly grantedAt: number;
   }
-  /** The waiter ahead was handed the lease: re-check when its claim window ends. */
-  | { readonly kind: "next"; readonly attempt: string }
+  /** The waiter ahead was handed the lease: re-check after `afterMs`, when its unclaimed grant would lapse. */
+  | { readonly kind: "next"; readonly attempt: string; readonly afterMs: number }
   /** Local: the subscription was re-established, and messages may have been lost: re-check now. */
   | { readonly kind: "check"; readonly attempt: string };
 
 export function parseMessage(message: string): WaiterMessage | undefined {
   const [attempt, fence, queuedAt, grantedAt] = message.split(":");
-  if (fence === "0") return { kind: "next", attempt };
+  if (fence === "0") return { kind: "next", attempt, afterMs: Number(queuedAt) || 0 };
   const m = { kind: "grant" as const, attempt, fence: Number(fence), queuedAt: Number(queuedAt), grantedAt: Number(grantedAt) };
   return Number.isFinite(m.fence) && Number.isFinite(m.queuedAt) && Number.isFinite(m.grantedAt) ? m : undefined;
 }

@@ -44,7 +44,7 @@ export class Waiter {
   onMessage(m: WaiterMessage): void {
     if (this.state === "granted" || this.state === "ended") return;
     if (m.kind === "next") {
-      this.recheckAt = Math.min(this.recheckAt, this.now() + this.entry.claimMs + 5);
+      this.recheckAt = Math.min(this.recheckAt, this.now() + m.afterMs + 5);
     } else if (m.kind === "check") {
       this.recheckAt = this.now();
     } else {

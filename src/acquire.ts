@@ -25,7 +25,10 @@ export type { Driver } from "./driver.ts";
  * @returns The held {@linkcode Lease}.
  * @throws {LockTimeoutError} when `waitMs` runs out (or with `waitMs: 0`, when the lease is held).
  * @throws {TypeError | RangeError} for invalid arguments, before any Redis command.
- * @throws `signal.reason` when `signal` aborts the wait.
+ * @throws `signal.reason` when `signal` aborts the wait (within 50 ms, whatever the connection does).
+ * @throws the client's own error (e.g. a connection reset) when a command fails: its outcome is unknown, so the
+ *   attempt is undone first; retrying the call is safe. A Redis that does not answer within `waitMs` + 250 ms is
+ *   a {@linkcode LockTimeoutError} whose `cause` is a {@linkcode RedisTimeoutError}.
  *
  * @example Hold a lease and release it at the end of the scope
  * ```ts

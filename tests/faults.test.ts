@@ -454,6 +454,25 @@ describe("the fault contract: review findings", () => {
     assert.ok(ttl > 25_000, `the queue's TTL was refreshed (${ttl} ms left)`);
   });
 
+  test("an unclaimed grant whose lease is shorter than its claim window passes on when the lease ends", async () => {
+    const name = fresh();
+    const holder = await acquire(admin, name, { watchdogMs: 300 });
+    const { proxy, client } = await routed();
+    const deaf = settled(acquire(client, name, { watchdogMs: 300, claimMs: 1_000, waitMs: 3_000 }));
+    await sleep(150);
+    const next = acquire(await srv.client(), name, { watchdogMs: 300, waitMs: 5_000 });
+    await sleep(150);
+    proxy.blackhole({ kind: "all", direction: "both" });
+    const t0 = performance.now();
+    await release(holder);
+    const lease = await within(next, 5_000, "the next waiter");
+    const took = performance.now() - t0;
+    assert.ok(took < 800, `passed on ${Math.round(took)} ms after the release (lease 300 ms, claim window 1000 ms)`);
+    await release(lease);
+    proxy.heal();
+    await deaf;
+  });
+
   test("tiny leases work on a single node (no Redlock option gets in the way)", async () => {
     for (const leaseMs of [1, 4]) {
       const r = await settled(acquire(admin, fresh(), { leaseMs, waitMs: 0 }));

@@ -202,15 +202,15 @@ describe("Waiter (fake time)", () => {
     w.state = "ended";
     const v = w.version;
     w.onMessage({ kind: "grant", attempt: "a1", fence: 10, queuedAt: 1_000_000, grantedAt: 1_000_200 });
-    w.onMessage({ kind: "next", attempt: "a1" });
+    w.onMessage({ kind: "next", attempt: "a1", afterMs: 1_000 });
     assert.equal(w.version, v, "an ended waiter ignores every message");
   });
 
-  test("a 'next' message schedules a re-check at the end of the claim window and wakes the nap", () => {
+  test("a 'next' message schedules a re-check when the grant ahead would lapse, and wakes the nap", () => {
     const { w } = setupWaiter();
     let woken = 0;
     w.onWake(() => woken++);
-    w.onMessage({ kind: "next", attempt: "a1" });
+    w.onMessage({ kind: "next", attempt: "a1", afterMs: 1_000 });
     assert.equal(w.recheckAt, 5_000 + 1_000 + 5);
     assert.equal(w.state, "queued");
     assert.equal(woken, 1);
