@@ -35,30 +35,37 @@ async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; 
   }
 }
 
-describe("the fault contract", () => {
-  let srv: RedisServer;
-  let admin: Client;
-  const proxies: FaultProxy[] = [];
-  const clients: Client[] = [];
-
-  /** A node-redis v4 client with default settings (offline queue, endless reconnect) through its own proxy. */
-  async function routed(): Promise<{ proxy: FaultProxy; client: Client }> {
-    const proxy = await startProxy({ port: srv.port });
-    proxies.push(proxy);
+/** node-redis v4 clients with default settings (offline queue, endless reconnect), each through its own proxy. */
+class Routes {
+  readonly proxies: FaultProxy[] = [];
+  readonly clients: Client[] = [];
+  async add(port: number): Promise<{ proxy: FaultProxy; client: Client }> {
+    const proxy = await startProxy({ port });
+    this.proxies.push(proxy);
     const client = createClient({ url: `redis://127.0.0.1:${proxy.port}`, socket: { reconnectStrategy: 50 } });
     client.on("error", () => {});
     await client.connect();
-    clients.push(client);
+    this.clients.push(client);
     return { proxy, client };
   }
+  async close(): Promise<void> {
+    for (const c of this.clients) await c.disconnect().catch(() => {});
+    for (const p of this.proxies) await p.close();
+  }
+}
+
+describe("the fault contract", () => {
+  let srv: RedisServer;
+  let admin: Client;
+  const routes = new Routes();
+  const routed = () => routes.add(srv.port);
 
   before(async () => {
     srv = await startRedis();
     admin = await srv.client();
   });
   after(async () => {
-    for (const c of clients) await c.disconnect().catch(() => {});
-    for (const p of proxies) await p.close();
+    await routes.close();
     await srv.stop();
   });
 
@@ -294,24 +301,19 @@ describe("the fault contract: review findings", () => {
   const clients: Client[] = [];
   const raw = async (name: string) => await admin.sendCommand(["HGETALL", `redlease:{${name}}`]) as string[];
 
-  async function routed(): Promise<{ proxy: FaultProxy; client: Client }> {
-    const proxy = await startProxy({ port: srv.port });
-    proxies.push(proxy);
-    const client = createClient({ url: `redis://127.0.0.1:${proxy.port}`, socket: { reconnectStrategy: 50 } });
-    client.on("error", () => {});
-    await client.connect();
-    clients.push(client);
-    await release(await acquire(client, fresh()));
-    return { proxy, client };
-  }
+  const routes = new Routes();
+  const routed = async () => {
+    const r = await routes.add(srv.port);
+    await release(await acquire(r.client, fresh())); // scripts loaded, connection up
+    return r;
+  };
 
   before(async () => {
     srv = await startRedis();
     admin = await srv.client();
   });
   after(async () => {
-    for (const c of clients) await c.disconnect().catch(() => {});
-    for (const p of proxies) await p.close();
+    await routes.close();
     await srv.stop();
   });
 
@@ -411,12 +413,7 @@ describe("the fault contract: review findings", () => {
 
   test("Redlock settles by waitMs + 250 ms and at once on abort, whatever nodeTimeoutMs is", async () => {
     const srvs = await Promise.all([0, 1].map(() => startRedis()));
-    const proxy = await startProxy({ port: srv.port });
-    proxies.push(proxy);
-    const c0 = createClient({ url: `redis://127.0.0.1:${proxy.port}` });
-    c0.on("error", () => {});
-    await c0.connect();
-    clients.push(c0);
+    const { proxy, client: c0 } = await routes.add(srv.port);
     try {
       const cs = [c0, await srvs[0].client(), await srvs[1].client()];
       const hs = [admin, await srvs[0].client(), await srvs[1].client()];
