@@ -161,12 +161,16 @@ export class ClientState implements Target {
       this.#checked = true;
       void this.#checkEviction(key);
     }
-    return this.#loading ??= Promise.all(ALL_SCRIPTS.map(async (s) => {
-      const sha = await this.driver.loadScript(s.source, key, signal);
-      if (sha !== s.sha) throw new Error(`SCRIPT LOAD of ${s.name} returned ${sha}, expected ${s.sha}`);
-    })).then(() => {
-      this.#ready = true;
-    }).finally(() => {
+    const load = () =>
+      Promise.all(ALL_SCRIPTS.map(async (s) => {
+        const sha = await this.driver.loadScript(s.source, key, signal);
+        if (sha !== s.sha) throw new Error(`SCRIPT LOAD of ${s.name} returned ${sha}, expected ${s.sha}`);
+      })).then(() => {
+        this.#ready = true;
+      });
+    // A load that carries one caller's signal is that caller's alone: shared, another caller's abort would fail it.
+    if (signal) return load();
+    return this.#loading ??= load().finally(() => {
       this.#loading = undefined;
     });
   }

@@ -154,7 +154,8 @@ describe("the fault contract", () => {
       const s = await settled(within(acquire(redis, fresh(), { waitMs: 60_000, signal: ac.signal }), 10_000, "abort"));
       assert.equal((s.error as Error)?.message, "gone");
       assert.ok(s.ms < 800, `settled after ${Math.round(s.ms)} ms`);
-      assert.ok(signals.length >= 2 && signals.every((sig) => sig?.aborted), "every fetch was aborted");
+      // The undo each call sends afterwards has its own bound (the lease), so only the calls' fetches are counted.
+      assert.ok(signals.filter((sig) => sig?.aborted).length >= 2, "the calls' fetches were aborted when they gave up");
     } finally {
       for (const s of sockets) s.destroy();
       await new Promise((r) => silent.close(r));
@@ -297,8 +298,6 @@ describe("Redlock under a rolling restart", () => {
 describe("the fault contract: review findings", () => {
   let srv: RedisServer;
   let admin: Client;
-  const proxies: FaultProxy[] = [];
-  const clients: Client[] = [];
   const raw = async (name: string) => await admin.sendCommand(["HGETALL", `redlease:{${name}}`]) as string[];
 
   const routes = new Routes();
