@@ -22,10 +22,10 @@ async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
 }
 
 /**
- * A grant message on a waiter channel: "<attempt id (32 hex)>:<fence>:<µs queued>:<µs granted>" (lua/_handoff.lua).
- * The "next" message ("<attempt id>:0") and the channel names do not match.
+ * A grant message on a waiter channel: "<attempt id>:<fence>:<µs queued>:<µs granted>" (lua/_handoff.lua), the
+ * attempt id being base64url (src/_acquire.ts, uniqueId). Channel names do not match (they end in a client id).
  */
-export const GRANT_MESSAGE = /[0-9a-f]{32}:[1-9][0-9]*:[0-9]+:[0-9]+\r\n/;
+export const GRANT_MESSAGE = /[A-Za-z0-9_-]{16,}:[1-9][0-9]*:[0-9]+:[0-9]+\r\n/;
 
 /**
  * The victims in turn: victim k gets the window [leadMs + k·slot, leadMs + (k+1)·slot) of the run, where slot

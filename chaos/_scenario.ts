@@ -348,10 +348,10 @@ export async function leftovers(admin: Client, proxies: FaultProxy[]): Promise<L
     const queues: string[] = [];
     for (const key of await scanAll(admin, "redlease:*")) {
       if (key.endsWith(":q")) queues.push(`${key} (${await admin.zCard(key)} entries)`);
-      else if ((await admin.type(key)) === "hash") {
-        const fields = await admin.hGetAll(key);
-        const owners = Object.keys(fields).filter((f) => f !== "");
-        if (owners.length > 0) holds.push(`${key} held by ${owners.map((o) => `${o}×${fields[o]}`).join(", ")}`);
+      else if ((await admin.type(key)) === "string") {
+        // The grant record (lua/_record.lua): "<fence>:<attempt>:<holds>:<claim by>:<owner>" while held.
+        const held = /^\d+:[^:]*:(\d+):\d*:(.*)$/s.exec(String(await admin.get(key)));
+        if (held) holds.push(`${key} held by ${held[2]}×${held[1]}`);
       }
     }
     const channels = await admin.sendCommand(["PUBSUB", "CHANNELS"]) as string[];

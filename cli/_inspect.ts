@@ -37,7 +37,7 @@ function globLiteral(s: string): string {
 const encodeTag = (s: string) => s.replace(/[%}]/g, (c) => (c === "%" ? "%25" : "%7D"));
 const decodeTag = (s: string) => s.replace(/%(25|7D)/g, (_, hex) => (hex === "25" ? "%" : "}"));
 
-/** Names of the lease hashes under `prefix` whose name matches `pattern` (queue keys are lists: skipped). */
+/** Names of the lease keys (strings) under `prefix` whose name matches `pattern` (queues are sorted sets: skipped). */
 async function scanNames(client: RedisClient, prefix: string, pattern: string): Promise<string[]> {
   const head = `${prefix}:{`;
   const match = `${globLiteral(head)}${encodeTag(pattern)}}`;
@@ -45,7 +45,7 @@ async function scanNames(client: RedisClient, prefix: string, pattern: string): 
   let cursor = "0";
   do {
     const reply = await timed(
-      client.sendCommand(["SCAN", cursor, "MATCH", match, "COUNT", "1000", "TYPE", "hash"]),
+      client.sendCommand(["SCAN", cursor, "MATCH", match, "COUNT", "1000", "TYPE", "string"]),
       "scan for leases",
     ) as [string, string[]];
     cursor = String(reply[0]);

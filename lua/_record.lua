@@ -1,16 +1,25 @@
 -- Shared helpers (inlined where a script says `@include _record.lua`).
--- The lock hash's "" field is the grant record: "<fence>[:<attempt id>[:<claim by µs>:<owner>]]". The attempt id
--- names the acquire call that took the current hold (so a retry or an undo of that call is recognised); a claim
--- deadline and owner are present while a handed-over grant has not been claimed by its waiter yet.
--- record(v): fence (number), attempt id, claim-by (number or nil), owner of an unclaimed grant.
+-- The lease key is a string, the grant record:
+--   held  "<fence>:<attempt id>:<holds>:<claim by µs>:<owner>"  (claim by empty once claimed; owner last, so it
+--         may hold any character). The attempt id names the acquire call that took the current hold (so a retry
+--         or an undo of that call is recognised); a claim deadline is present while a handed-over grant has not
+--         been claimed by its waiter yet.
+--   free  "<fence>": the last fence, kept for a while after the final release (see free()).
+-- record(v): fence (number, 0 without a record), attempt id, holds (number), claim by (number or nil), owner
+--   (nil when free). Any other value is not ours: an error, never a free lease.
 -- now_us(): server time in microseconds.
 -- next_fence(last, now): max(now, last + 1): strictly increasing per name while a record exists, time-anchored
 --   when none does (Redis TTLs already assume the server clock does not step back).
+-- held(f, a, c, by, o): the text of a held record.
 local function record(v)
-  if not v then return 0, '', nil, nil end
-  local f, a, by, o = string.match(v, '^(%d+):?([^:]*):?(%d*):?(.*)$')
-  if by == '' then return tonumber(f), a, nil, nil end
-  return tonumber(f), a, tonumber(by), o
+  if not v then return 0 end
+  local f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$')
+  if not f then
+    f = tonumber(v)
+    if not f then error({ err = 'ERR redlease: the lease key holds a value that is not a lease record' }) end
+    return f
+  end
+  return tonumber(f), a, tonumber(c), tonumber(by), o
 end
 
 local function now_us()
@@ -21,4 +30,15 @@ end
 local function next_fence(last, now)
   if last >= now then return last + 1 end
   return now
+end
+
+local function held(f, a, c, by, o)
+  if by then return string.format('%d:%s:%d:%d:%s', f, a, c, by, o) end
+  return string.format('%d:%s:%d::%s', f, a, c, o)
+end
+
+-- free(h, f, retain): the lease is free; keep its fence for `retain` ms (a fence taken from the clock after
+-- that is larger anyway, and a burst of grants may have run the fence ahead of the clock).
+local function free(h, f, retain)
+  redis.call('SET', h, string.format('%d', f), 'PX', retain)
 end

@@ -1,18 +1,15 @@
 -- inspect: a consistent snapshot of one lease.
--- KEYS[1]  lock hash
+-- KEYS[1]  lease key
 -- KEYS[2]  wait queue
--- Returns  { fence, pttl, waiters, owner1, count1, owner2, count2, ... }
---          fence 0 when no record exists; pttl -2 when the hash does not exist; waiters = queue length
+-- Returns  { fence, pttl, waiters, owner, holds } (no owner and holds when free)
+--          fence 0 when no record exists; pttl -2 when the key does not exist; waiters = queue length
 --          (entries of waiters that died are counted until a handoff skips them).
+-- @include _record.lua
 local h = KEYS[1]
-local all = redis.call('HGETALL', h)
-local out = { 0, redis.call('PTTL', h), redis.call('ZCARD', KEYS[2]) }
-for i = 1, #all, 2 do
-  if all[i] == '' then
-    out[1] = tonumber(string.match(all[i + 1], '^%d+'))
-  else
-    out[#out + 1] = all[i]
-    out[#out + 1] = tonumber(all[i + 1])
-  end
+local fence, _, c, _, owner = record(redis.call('GET', h))
+local out = { fence, redis.call('PTTL', h), redis.call('ZCARD', KEYS[2]) }
+if owner then
+  out[4] = owner
+  out[5] = c
 end
 return out

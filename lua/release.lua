@@ -1,7 +1,7 @@
 -- release: drop one hold of this owner; on the last one, hand the lease to the first live waiter or free it.
 -- With an attempt id it undoes that acquire call instead (a cancelled wait, or a call whose reply was lost):
 -- its queue entry is removed, and the hold it took, if any, is released.
--- KEYS[1]  lock hash
+-- KEYS[1]  lease key
 -- KEYS[2]  wait queue
 -- ARGV[1]  owner
 -- ARGV[2]  how long the grant record outlives the final release, ms
@@ -14,24 +14,29 @@
 -- Returns  0 not held by this owner (or that attempt holds nothing: nothing changed but its entry removed),
 --          1 one hold released and the owner still holds it (reentrant count > 0),
 --          2 released and freed, 3 released and handed to a waiting client.
--- @include _handoff.lua
 local h, q = KEYS[1], KEYS[2]
-local owner = ARGV[1]
 if ARGV[6] ~= '' then redis.call('ZREM', q, ARGV[6]) end
-local hv = redis.call('HMGET', h, owner, '')
-local c = tonumber(hv[1])
-if not c then return 0 end
-local fence, gid = record(hv[2])
-if ARGV[4] ~= '' and fence ~= tonumber(ARGV[4]) then return 0 end
-if ARGV[5] ~= '' and gid ~= ARGV[5] then return 0 end
-if c > 1 then
-  redis.call('HINCRBY', h, owner, -1)
-  -- An undone attempt is forgotten (a repeated undo must not drop another hold), and so is a claim window.
-  if ARGV[5] ~= '' then redis.call('HSET', h, '', string.format('%d', fence)) end
+local v = redis.call('GET', h)
+if not v then return 0 end
+local f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$')
+if o ~= ARGV[1] or (ARGV[4] ~= '' and f ~= ARGV[4]) or (ARGV[5] ~= '' and a ~= ARGV[5]) then return 0 end
+local top
+if c == '1' then
+  top = redis.call('ZPOPMIN', q)
+  if not top[1] then
+    -- The last hold, and nobody waits: keep the fence for a while (no number conversions, no closures here).
+    redis.call('SET', h, f, 'PX', ARGV[2])
+    return 2
+  end
+end
+-- @include _handoff.lua
+if c ~= '1' then
+  -- An undone attempt is forgotten (a repeated undo must not drop another hold).
+  if ARGV[5] ~= '' then a = '' end
+  redis.call('SET', h, held(tonumber(f), a, tonumber(c) - 1, tonumber(by), o), 'KEEPTTL')
   return 1
 end
-redis.call('HDEL', h, owner)
-redis.call('HSET', h, '', string.format('%d', fence))
-if handoff(h, q, ARGV[3], fence, nil) then return 3 end
-redis.call('PEXPIRE', h, ARGV[2])
+local r, last = handoff(h, q, ARGV[3], tonumber(f), nil, top)
+if r then return 3 end
+free(h, last, ARGV[2])
 return 2

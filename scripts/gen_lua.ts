@@ -22,11 +22,36 @@ function load(file: string): string {
 }
 
 /**
- * The text shipped to Redis: whole-line comments, indentation and blank lines removed (the .lua files keep
- * their documentation; the bundle stays small). No script has `--` inside a string literal.
+ * The text shipped to Redis: whole-line comments dropped, and outside string literals every run of whitespace
+ * removed, or kept as one space where two words (or a word and `.`, as in `1 ..`) would otherwise merge, or
+ * where `- -` or `[ [` would start a comment or a long string. The .lua
+ * files keep their documentation; the bundle stays small. The scripts have only whole-line comments and no `--`
+ * or newline inside a string literal.
  */
 function compact(source: string): string {
-  return source.split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("--")).join("\n") + "\n";
+  const code = source.split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("--")).join("\n");
+  const word = /[A-Za-z0-9_.]/;
+  let out = "";
+  let quote = "";
+  for (let i = 0; i < code.length; i++) {
+    const ch = code[i];
+    if (quote) {
+      out += ch;
+      if (ch === "\\") out += code[++i];
+      else if (ch === quote) quote = "";
+    } else if (/\s/.test(ch)) {
+      let j = i;
+      while (j + 1 < code.length && /\s/.test(code[j + 1])) j++;
+      const a = out.at(-1) ?? "", b = code[j + 1] ?? "";
+      // A space also stays between "-" "-" (a comment) and "[" "[" (a long string).
+      if ((word.test(a) && word.test(b)) || (a === b && (a === "-" || a === "["))) out += " ";
+      i = j;
+    } else {
+      if (ch === "'" || ch === '"') quote = ch;
+      out += ch;
+    }
+  }
+  return out + "\n";
 }
 
 const names = readdirSync(luaDir).filter((f) => f.endsWith(".lua") && !f.startsWith("_")).sort();

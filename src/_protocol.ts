@@ -16,7 +16,7 @@ export const QUEUE_TTL_MS = 30_000;
 
 /** The keys of one lease; all share the lease name as their hash tag (one cluster slot). */
 export interface LeaseKeys {
-  /** The hash: owner → hold count, and the grant record. */
+  /** The lease key: a string, the grant record (fence, attempt, holds, claim deadline, owner; see lua/_record.lua). */
   readonly hash: string;
   /** The FIFO wait queue. */
   readonly queue: string;
@@ -80,6 +80,8 @@ export interface AcquireArgs {
 export async function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
   const args = [a.owner, String(a.ms), a.attempt, a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish];
   const r = await st.run(ACQUIRE, [keys.hash, keys.queue], args, bound);
+  // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path).
+  if (typeof r === "string") return { fence: Number(r) };
   if (typeof r === "number") return r > 0 ? { fence: r } : { retryMs: -1 - r };
   const [busy, queuedAt, queuedNow] = r as number[];
   return { retryMs: -1 - Number(busy), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1 };
@@ -174,14 +176,11 @@ export type WaiterMessage =
     readonly queuedAt: number;
     readonly grantedAt: number;
   }
-  /** The waiter ahead was handed the lease: re-check after `afterMs`, when its unclaimed grant would lapse. */
-  | { readonly kind: "next"; readonly attempt: string; readonly afterMs: number }
   /** Local: the subscription was re-established, and messages may have been lost: re-check now. */
   | { readonly kind: "check"; readonly attempt: string };
 
 export function parseMessage(message: string): WaiterMessage | undefined {
   const [attempt, fence, queuedAt, grantedAt] = message.split(":");
-  if (fence === "0") return { kind: "next", attempt, afterMs: Number(queuedAt) || 0 };
   const m = { kind: "grant" as const, attempt, fence: Number(fence), queuedAt: Number(queuedAt), grantedAt: Number(grantedAt) };
   return Number.isFinite(m.fence) && Number.isFinite(m.queuedAt) && Number.isFinite(m.grantedAt) ? m : undefined;
 }

@@ -20,7 +20,7 @@ export type WaiterState = "queued" | "granted" | "unverified" | "ended";
 export class Waiter {
   state: WaiterState = "queued";
   grant: MessageGrant | undefined;
-  /** Re-check no later than this (performance.now() clock): set when the waiter ahead was handed the lease. */
+  /** Re-check no later than this (performance.now() clock): set when messages may have been lost. */
   recheckAt = Infinity;
   /** Bumped on every change a message makes, so the acquire path can tell whether one came during a call. */
   version = 0;
@@ -43,9 +43,7 @@ export class Waiter {
 
   onMessage(m: WaiterMessage): void {
     if (this.state === "granted" || this.state === "ended") return;
-    if (m.kind === "next") {
-      this.recheckAt = Math.min(this.recheckAt, this.now() + m.afterMs + 5);
-    } else if (m.kind === "check") {
+    if (m.kind === "check") {
       this.recheckAt = this.now();
     } else {
       if (m.fence <= this.#seen) return;

@@ -202,16 +202,16 @@ describe("Waiter (fake time)", () => {
     w.state = "ended";
     const v = w.version;
     w.onMessage({ kind: "grant", attempt: "a1", fence: 10, queuedAt: 1_000_000, grantedAt: 1_000_200 });
-    w.onMessage({ kind: "next", attempt: "a1", afterMs: 1_000 });
+    w.onMessage({ kind: "check", attempt: "a1" });
     assert.equal(w.version, v, "an ended waiter ignores every message");
   });
 
-  test("a 'next' message schedules a re-check when the grant ahead would lapse, and wakes the nap", () => {
+  test("a 'check' (messages may have been lost) schedules a re-check now, and wakes the nap", () => {
     const { w } = setupWaiter();
     let woken = 0;
     w.onWake(() => woken++);
-    w.onMessage({ kind: "next", attempt: "a1", afterMs: 1_000 });
-    assert.equal(w.recheckAt, 5_000 + 1_000 + 5);
+    w.onMessage({ kind: "check", attempt: "a1" });
+    assert.equal(w.recheckAt, 5_000);
     assert.equal(w.state, "queued");
     assert.equal(woken, 1);
   });

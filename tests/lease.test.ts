@@ -239,8 +239,10 @@ describe("leases on one Redis", () => {
 
   test("a Redis error is an error, never an acquired lease", async () => {
     const name = fresh();
-    await a.set(`redlease:{${name}}`, "not a hash");
+    await a.hSet(`redlease:{${name}}`, "f", "not a lease");
     await assert.rejects(acquire(a, name), /WRONGTYPE/);
+    await a.set(`redlease:{${name}}`, "not a lease record");
+    await assert.rejects(acquire(a, name), /not a lease record/);
     await a.del(`redlease:{${name}}`);
   });
 
