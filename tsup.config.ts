@@ -12,6 +12,7 @@ export const entries: Record<string, string> = {
   "ioredis": "src/adapters/ioredis.ts",
   "bun": "src/adapters/bun.ts",
   "http": "src/adapters/http.ts",
+  "redlock": "src/redlock.ts",
 };
 
 /** Clients are passed in by the caller and never bundled; `bun` is the runtime's own module. */

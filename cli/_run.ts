@@ -45,7 +45,7 @@ Options:
   --wait DURATION   how long to wait while another owner holds the lease (default 10s; 0 = fail at once
                     with exit code 3; inf = wait forever)
   --grace DURATION  time between SIGTERM and SIGKILL after the lease is lost (default 10s)
-  --owner ID        owner id (default: a random UUID); the same owner acquiring again adds a hold
+  --owner ID        owner id (default: a random id); the same owner acquiring again adds a hold
   --url URL         Redis URL (default: $REDIS_URL, else redis://localhost:6379)
   --prefix PREFIX   key prefix (default: redlease)
   -h, --help        show this help

@@ -7,6 +7,7 @@
  */
 import { loadavg } from "node:os";
 import { acquire, inspect, release } from "../mod.ts";
+import { redlock } from "../src/redlock.ts";
 import { sleep, startMasters, startSentinel } from "../tests/_topology.ts";
 
 const iterations = Number(process.argv[process.argv.indexOf("--iterations") + 1]) || 1000;
@@ -16,12 +17,12 @@ const load = () => loadavg().map((x) => x.toFixed(2)).join(" ");
 const masters = await startMasters(5);
 try {
   const clients = await Promise.all(masters.map((m) => m.client()));
-  await release(await acquire(clients, "warm"));
+  await release(await acquire(redlock(clients), "warm"));
   const acquireMs: number[] = [];
   const cycleMs: number[] = [];
   for (let i = 0; i < iterations; i++) {
     const t0 = performance.now();
-    const lease = await acquire(clients, `redlock-${i}`);
+    const lease = await acquire(redlock(clients), `redlock-${i}`);
     const t1 = performance.now();
     await release(lease);
     acquireMs.push(t1 - t0);

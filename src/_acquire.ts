@@ -14,7 +14,6 @@ import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts
 import {
   type Acquired,
   acquireCall,
-  attemptId,
   channelOf,
   extendCall,
   keysOf,
@@ -28,8 +27,22 @@ import { fail, type Resolved } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
 import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
-import { acquireRedlock } from "./_redlock.ts";
 
+
+let idPrefix: string | undefined;
+let idCount = 0;
+
+/**
+ * A new id for an acquire attempt or a default owner: unique per call, across clients and processes, since Redis
+ * records it (hold owners, queue entries, undo). 96 random bits drawn once per module instance (16 characters of
+ * base64url, so never `:` or `|`), plus a counter: as unique as a random UUID per call, without drawing and
+ * formatting one on every call, and shorter on the wire.
+ */
+export function uniqueId(): string {
+  idPrefix ??= btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(12))))
+    .replaceAll("+", "-").replaceAll("/", "_");
+  return idPrefix + (++idCount).toString(36);
+}
 
 /** The owner string of a Lease handle from this library. */
 export function ownerOf(lease: Lease): string | undefined {
@@ -47,25 +60,42 @@ export function checkClient(op: string, client: unknown): asserts client is Redi
   fail(op, "client", `must be a node-redis client or a redlease Driver${hint}`, client);
 }
 
-/** A client, or (Redlock) an odd number of at least 3 clients of independent masters. */
-export function checkClients(op: string, client: unknown): asserts client is RedisLike | readonly RedisLike[] {
-  if (!Array.isArray(client)) return checkClient(op, client);
-  if (client.length < 3 || client.length % 2 === 0) {
-    fail(op, "client", "must be one client or an odd number (3, 5, 7, ...) of clients for Redlock", client, RangeError);
+/**
+ * How the `redlease/redlock` entry plugs in: a Redlock group (from `redlock()`) carries its acquire under this
+ * symbol, so that the core bundle has no Redlock code and still takes a group wherever it takes a client.
+ */
+export const REDLOCK: unique symbol = Symbol.for("redlease.redlock");
+
+/** Independent masters to acquire by Redlock: made by `redlock()` from `redlease/redlock`. */
+export interface Redlock {
+  /** The clients of the masters, in the order given. */
+  readonly clients: readonly RedisLike[];
+  /** @ignore */
+  readonly [REDLOCK]: (o: Resolved) => Promise<LeaseImpl>;
+}
+
+function isRedlock(c: unknown): c is Redlock {
+  return typeof (c as Redlock | undefined)?.[REDLOCK] === "function";
+}
+
+/** A client, or a Redlock group. */
+export function checkClients(op: string, client: unknown): asserts client is RedisLike | Redlock {
+  if (isRedlock(client)) return;
+  if (Array.isArray(client)) {
+    fail(op, "client", "must be one client; for Redlock, pass redlock([...clients]) from redlease/redlock", client);
   }
-  for (const c of client) checkClient(op, c);
-  if (new Set(client).size !== client.length) fail(op, "client", "must not repeat a client", client, RangeError);
+  checkClient(op, client);
 }
 
 export function checkLease(op: string, lease: unknown): asserts lease is LeaseImpl {
   if (!(lease instanceof LeaseImpl)) fail(op, "lease", "must be a Lease returned by acquire()", lease);
 }
 
-/** acquire() on one client or, for an array, by Redlock. */
-export function acquireAny(client: RedisLike | readonly RedisLike[], o: Resolved): Promise<LeaseImpl> {
-  if (!Array.isArray(client)) return acquireResolved(client as RedisLike, o);
-  if (o.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock (a client array)", o.replicas);
-  return acquireRedlock(client, o, o.nodeTimeoutMs, o.retryDelayMs);
+/** acquire() on one client, or by Redlock for a group. */
+export function acquireAny(client: RedisLike | Redlock, o: Resolved): Promise<LeaseImpl> {
+  if (!isRedlock(client)) return acquireResolved(client, o);
+  if (o.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock", o.replicas);
+  return client[REDLOCK](o);
 }
 
 /** One acquire call: what it talks to, who it is for, and its bounds. */
@@ -73,7 +103,7 @@ class Attempt {
   readonly st: ClientState;
   readonly keys: LeaseKeys;
   owner: string;
-  id = attemptId();
+  id = uniqueId();
   readonly start = performance.now();
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
   readonly deadline: number;
@@ -82,7 +112,7 @@ class Attempt {
   constructor(client: RedisLike, readonly o: Resolved) {
     this.st = stateOf(client);
     this.keys = keysOf(o.prefix, o.name);
-    this.owner = o.owner ?? crypto.randomUUID();
+    this.owner = o.owner ?? uniqueId();
     this.deadline = this.start + o.waitMs;
     this.bound = { until: this.deadline + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
   }
@@ -90,16 +120,13 @@ class Attempt {
   /** Whether undo() has been sent since the last call. */
   undone = false;
 
-  /** One script call. An error leaves its outcome unknown: undo the attempt, then fail as the caller expects. */
-  async call(entry?: QueueEntry): Promise<Acquired> {
+  /**
+   * One script call. When it fails, its outcome is unknown: the caller abandons the attempt. When it says that the
+   * lease is held, that (not a late grant) is the reason a wait that then runs out gives: the caller clears `late`.
+   */
+  call(entry?: QueueEntry): Promise<Acquired> {
     this.undone = false;
-    try {
-      const r = await acquireCall(this.st, this.keys, { owner: this.owner, ms: this.o.ms, attempt: this.id, entry }, this.bound);
-      if (r.fence === undefined) this.late = undefined; // held by someone: that is why, if the wait runs out
-      return r;
-    } catch (e) {
-      throw await this.abandon(e, entry);
-    }
+    return acquireCall(this.st, this.keys, { owner: this.owner, ms: this.o.ms, attempt: this.id, entry }, this.bound);
   }
 
   /**
@@ -135,8 +162,8 @@ class Attempt {
    */
   async restart(): Promise<void> {
     await Promise.race([this.#lateUndo, nap(Math.max(0, Math.min(this.deadline - performance.now(), 1_000)), undefined)]);
-    this.id = attemptId();
-    if (this.o.owner === undefined) this.owner = crypto.randomUUID();
+    this.id = uniqueId();
+    if (this.o.owner === undefined) this.owner = uniqueId();
   }
 
   granted(fence: number, deadline: number, claimAt?: number): Granted {
@@ -191,7 +218,12 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
     // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
     w = await waitQueued(a, -1);
   } else {
-    const r = await a.call();
+    let r: Acquired;
+    try {
+      r = await a.call();
+    } catch (e) {
+      throw await a.abandon(e);
+    }
     const lease = r.fence === undefined ? undefined : a.fromReply(r.fence, a.start);
     if (lease) w = { lease, wrote: true };
     else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? 0);
@@ -262,7 +294,7 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
     // Keep the subscription while we hold what we waited for: we are likely to wait here again.
     const unref = st.retain(channel);
     leave();
-    lease.hold.onEnd.push(unref);
+    (lease.hold.onEnd ??= []).push(unref);
     return { lease, wrote };
   };
   try {
@@ -283,15 +315,16 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
         waiter.state = "queued"; // past its deadline when the reply came: undone, wait again
         continue;
       }
+      a.late = undefined; // held by someone: that is why, if the wait runs out
       waiter.queued(r, t0);
       if (waiter.version === version && waiter.state === "unverified") waiter.state = "queued"; // taken back
       retryMs = r.retryMs;
       const left = a.deadline - performance.now();
       if (left <= 0) throw a.timeout(retryMs);
       if (waiter.state !== "queued") continue;
-      // Sleep until the holder's TTL ends, the heartbeat, or a message; a "next" message moves the wake-up to
-      // the end of the claim window of the waiter ahead.
-      // The heartbeat also refreshes the queue's TTL, so it is never longer than a third of it.
+      // Sleep until the holder's TTL ends, the heartbeat, or a message (a grant, or a re-check after a resubscribe).
+      // The heartbeat is at most a claim window, so that a grant the waiter ahead never claims is passed on within
+      // about two of them; it also refreshes the queue's TTL, so it is never longer than a third of it.
       const wakeAt = performance.now() + Math.min(retryMs + 1, left, o.claimMs, QUEUE_TTL_MS / 3);
       while (waiter.state === "queued" && !o.signal?.aborted) {
         const target = Math.min(wakeAt, waiter.recheckAt);
@@ -316,11 +349,19 @@ async function waitPolling(a: Attempt, retryMs: number): Promise<Waited> {
     await nap(Math.min(retryMs < 0 ? backoff : retryMs + 1, left, backoff * (0.5 + Math.random())), a.o.signal);
     a.o.signal?.throwIfAborted();
     const t0 = performance.now();
-    const r = await a.call();
+    let r: Acquired;
+    try {
+      r = await a.call();
+    } catch (e) {
+      throw await a.abandon(e);
+    }
     if (r.fence !== undefined) {
       const lease = a.fromReply(r.fence, t0);
       if (lease) return { lease, wrote: true };
       await a.restart();
-    } else retryMs = r.retryMs;
+    } else {
+      a.late = undefined; // held by someone: that is why, if the wait runs out
+      retryMs = r.retryMs;
+    }
   }
 }

@@ -1,10 +1,10 @@
 // Per-client state: script loading with NOSCRIPT recovery, waiter routing over the driver's pub/sub, and the
 // holds this client owns (one watchdog per held name and owner).
-import { ALL_SCRIPTS, type Script } from "./_scripts.ts";
+import type { Script } from "./_scripts.ts";
 import type { Hold, Target } from "./_hold.ts";
 import { extendCall, parseMessage, releaseCall, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError, ReplicationError } from "./errors.ts";
-import { unrefTimeout } from "./_timers.ts";
+import { cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
 import { type Driver, isDriver } from "./driver.ts";
 
@@ -31,9 +31,9 @@ export interface Bound {
 export function bounded<T>(p: Promise<T>, b: Bound, abort?: AbortController): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const s = b.signal;
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let due: Due | undefined;
     const finish = () => {
-      if (timer !== undefined) clearTimeout(timer);
+      if (due) cancel(due);
       s?.removeEventListener("abort", onAbort);
     };
     const giveUp = (e: unknown) => {
@@ -43,8 +43,11 @@ export function bounded<T>(p: Promise<T>, b: Bound, abort?: AbortController): Pr
     };
     const onAbort = () => giveUp(s!.reason);
     if (s?.aborted) return giveUp(s.reason);
-    const left = b.until - performance.now();
-    if (left !== Infinity) timer = unrefTimeout(() => giveUp(new RedisTimeoutError(b.name, Math.max(0, Math.round(left)))), left);
+    if (b.until !== Infinity) {
+      const ms = Math.max(0, Math.round(b.until - performance.now()));
+      // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
+      due = schedule(b.until, () => giveUp(new RedisTimeoutError(b.name, ms)));
+    }
     s?.addEventListener("abort", onAbort, { once: true });
     p.then((v) => {
       finish();
@@ -101,8 +104,8 @@ export class ClientState implements Target {
   readonly holds: Map<string, Hold> = new Map();
   /** The command release scripts notify waiters with. */
   readonly publish: string;
-  #ready = false;
-  #loading: Promise<void> | undefined;
+  /** Per script SHA1: the latest send of its text in full, settling (never rejecting) when that send ends. */
+  #sent = new Map<string, Promise<unknown>>();
   #channels = new Map<string, Channel>();
   #checked = false;
 
@@ -119,59 +122,66 @@ export class ClientState implements Target {
   }
 
   /**
-   * EVALSHA a preloaded script; after NOSCRIPT (flush, restart, failover, a slot moved to another master) reload
-   * and retry once. TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s.
+   * Run a script (see #send). The first call of a client is followed, never preceded, by the eviction check: the
+   * first lease waits for no round trip but its own.
    */
   run(script: Script, keys: string[], args: string[], bound?: Bound): Promise<unknown> {
     // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
     const abort = bound && this.driver.abortable ? new AbortController() : undefined;
-    const signal = abort?.signal;
-    const p = this.#ready
-      ? this.#send(script, keys, args, 0, false, signal)
-      : this.#load(keys[0], signal).then(() => this.#send(script, keys, args, 0, false, signal));
+    // Once the caller has given up (its bound passed or its signal aborted) nothing more is sent for this call: the
+    // caller's undo may already be on its way, and a command sent after it would run after it.
+    const stop = bound && (() => performance.now() >= bound.until || bound.signal?.aborted === true);
+    const p = this.#send(script, keys, args, abort?.signal, stop);
+    if (!this.#checked) {
+      this.#checked = true;
+      // A timer turn later, so that the caller has its reply (the lease) before INFO goes out.
+      const check = () => void unrefTimeout(() => void this.#checkEviction(keys[0]), 0);
+      p.then(check, check);
+    }
     return bound ? bounded(p, bound, abort) : p;
   }
 
+  /**
+   * EVALSHA. After NOSCRIPT (a server that never ran the script, a flush, restart or failover, a slot moved to
+   * another master) the script's text is sent, lazily and once: EVAL (`evalSource`), which runs this call and
+   * leaves the script cached, or else SCRIPT LOAD and EVALSHA again. When another call started sending the text
+   * after this call's EVALSHA left (the NOSCRIPT may predate that send), this call waits for that send to end and
+   * EVALSHAs again instead, so concurrent first calls send the text once. It only waits, never takes that send's
+   * outcome: a send carrying another caller's signal can cost it a round trip when aborted, never fail it.
+   * TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s. Nothing is sent again once
+   * `stop()` says the caller has given up: the call then fails with the error that would have been retried.
+   */
   #send(
     script: Script,
     keys: string[],
     args: string[],
-    tries: number,
-    reloaded: boolean,
-    signal: AbortSignal | undefined,
+    signal?: AbortSignal,
+    stop?: () => boolean,
+    t = { tries: 0, waits: 0, own: false },
   ): Promise<unknown> {
-    return this.driver.evalScript(script.sha, keys, args, signal).catch(async (e: unknown) => {
-      const code = errorCode(e);
-      if (code === "NOSCRIPT" && !reloaded) {
-        this.#ready = false;
-        await this.#load(keys[0], signal);
-        return this.#send(script, keys, args, tries, true, signal);
+    const d = this.driver, { sha, source } = script, seen = this.#sent.get(sha);
+    return d.evalScript(sha, keys, args, signal).catch(async (e: unknown) => {
+      const again = () => stop?.() ? Promise.reject(e) : this.#send(script, keys, args, signal, stop, t);
+      if (!t.own && errorCode(e) === "NOSCRIPT") {
+        const last = this.#sent.get(sha);
+        if (last && last !== seen && t.waits++ < 8) return last.then(again);
+        if (stop?.()) throw e;
+        t.own = true;
+        const text = d.evalSource ? d.evalSource(source, keys, args, signal) : d.loadScript(source, keys[0], signal);
+        this.#sent.set(sha, text.catch(() => {}));
+        try {
+          const r = await text;
+          if (d.evalSource) return r;
+          if (r !== sha) throw new Error(`SCRIPT LOAD of ${script.name} returned ${r}, expected ${sha}`);
+          return again(); // loaded: a NOSCRIPT now fails the call
+        } catch (x) {
+          t.own = false; // TRYAGAIN: neither run nor cached, start over; anything else is thrown below
+          e = x;
+        }
       }
-      if (code === "TRYAGAIN" && tries < 100 && !signal?.aborted) {
-        await sleep(20);
-        return this.#send(script, keys, args, tries + 1, reloaded, signal);
-      }
-      throw e;
-    });
-  }
-
-  /** SCRIPT LOAD every script (concurrently: one round trip on a pipelining client). */
-  #load(key: string, signal?: AbortSignal): Promise<void> {
-    if (!this.#checked) {
-      this.#checked = true;
-      void this.#checkEviction(key);
-    }
-    const load = () =>
-      Promise.all(ALL_SCRIPTS.map(async (s) => {
-        const sha = await this.driver.loadScript(s.source, key, signal);
-        if (sha !== s.sha) throw new Error(`SCRIPT LOAD of ${s.name} returned ${sha}, expected ${s.sha}`);
-      })).then(() => {
-        this.#ready = true;
-      });
-    // A load that carries one caller's signal is that caller's alone: shared, another caller's abort would fail it.
-    if (signal) return load();
-    return this.#loading ??= load().finally(() => {
-      this.#loading = undefined;
+      if (errorCode(e) !== "TRYAGAIN" || t.tries++ >= 100 || signal?.aborted) throw e;
+      await sleep(20);
+      return again();
     });
   }
 

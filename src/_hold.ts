@@ -5,14 +5,14 @@ import type { Bound } from "./_client.ts";
 import type { LeaseKeys } from "./_protocol.ts";
 import { LeaseLostError, type LeaseLossReason } from "./errors.ts";
 import type { Lease } from "./lease.ts";
-import { unrefTimeout } from "./_timers.ts";
+import { cancel, type Due, schedule } from "./_timers.ts";
 
 /** Redlock's clock-drift allowance: 1 % of the lease plus 2 ms. */
 export function drift(ms: number): number {
   return Math.floor(ms * 0.01) + 2;
 }
 
-/** The time source of a hold: performance.now() and unref'd timers, or a fake one in tests. */
+/** The time source of a hold: performance.now() and the shared unref'd timer, or a fake one in tests. */
 export interface Clock {
   now(): number;
   set(fn: () => void, ms: number): unknown;
@@ -21,8 +21,8 @@ export interface Clock {
 
 export const realClock: Clock = {
   now: () => performance.now(),
-  set: unrefTimeout,
-  clear: (t) => clearTimeout(t as ReturnType<typeof setTimeout>),
+  set: (fn, ms) => schedule(performance.now() + ms, fn),
+  clear: (d) => cancel(d as Due),
 };
 
 /** Where a hold lives: one Redis (a ClientState) or a Redlock group of independent masters. */
@@ -60,7 +60,8 @@ export interface Granted {
 }
 
 export class Hold {
-  readonly handles: Set<LeaseImpl> = new Set();
+  /** The live Lease handles on this hold (nearly always just one). */
+  readonly handles: LeaseImpl[] = [];
   lost = false;
   #timer: unknown;
   #renewing = false;
@@ -68,8 +69,8 @@ export class Hold {
   #ms: number;
   #watchdog: boolean;
   #claimAt: number | undefined;
-  /** Run when this process's hold ends (final release or loss), after the release command. */
-  readonly onEnd: Array<() => void> = [];
+  /** Run when this process's hold ends (final release or loss), after the release command; made on first use. */
+  onEnd: Array<() => void> | undefined;
 
   constructor(
     readonly target: Target,
@@ -114,7 +115,7 @@ export class Hold {
     return this.#claimAt !== undefined;
   }
   get active(): boolean {
-    return !this.lost && this.handles.size > 0;
+    return !this.lost && this.handles.length > 0;
   }
 
   /**
@@ -192,7 +193,9 @@ export class Hold {
   }
 
   ended(): void {
-    for (const fn of this.onEnd.splice(0)) fn();
+    const fns = this.onEnd;
+    this.onEnd = undefined;
+    fns?.forEach((fn) => fn());
   }
 
   lose(why: LeaseLossReason, cause?: unknown): void {
@@ -201,7 +204,7 @@ export class Hold {
     this.stop();
     this.ended();
     const reason = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
-    for (const h of this.handles) h.end(reason);
+    for (const h of this.handles.slice()) h.end(reason); // a copy: a handle's abort listener may release it
   }
 
   stop(): void {
@@ -273,7 +276,7 @@ export function grant(target: Target, g: Granted, o: GrantOptions, clock: Clock 
     hold.reenter(g.deadline, o, g.claimAt);
   }
   const lease = new LeaseImpl(hold, g.name, g.owner, g.fence);
-  hold.handles.add(lease);
+  hold.handles.push(lease);
   hold.arm();
   return lease;
 }
@@ -286,17 +289,17 @@ export const MIN_CALL_MS = 250;
  * Bounded by `timeoutMs`, by default the lease's remaining time (at least MIN_CALL_MS).
  */
 export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boolean> {
-  return lease.releasing ??= (async () => {
-    const hold = lease.hold;
-    const now = performance.now();
-    const until = now + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - now));
-    hold.handles.delete(lease);
-    if (hold.handles.size === 0) hold.stop();
-    lease.end(released ??= new DOMException("Lease released", "AbortError"));
-    try {
-      return await hold.target.release(hold, { until, name: hold.name });
-    } finally {
-      if (hold.handles.size === 0) hold.ended();
-    }
-  })();
+  if (lease.releasing) return lease.releasing;
+  const hold = lease.hold;
+  const now = performance.now();
+  const until = now + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - now));
+  const i = hold.handles.indexOf(lease);
+  if (i >= 0) hold.handles.splice(i, 1);
+  // Sent before the hold stops, so that the call's bound takes the shared timer over from the hold's renewal.
+  const sent = hold.target.release(hold, { until, name: hold.name });
+  if (hold.handles.length === 0) hold.stop();
+  lease.releasing = hold.onEnd ? sent.finally(() => hold.handles.length === 0 && hold.ended()) : sent;
+  // Set before the signal aborts: a listener that releases this handle too must find it released.
+  lease.end(released ??= new DOMException("Lease released", "AbortError"));
+  return lease.releasing;
 }

@@ -43,13 +43,12 @@ export function isNodeRedis(c: unknown): boolean {
   return has(c, "sendCommand") && (has(c, "duplicate") || has(c, "getMasterNode")) && !has(c, "evalsha", "call");
 }
 
-const evalArgs = (sha: string, keys: readonly string[], args: readonly string[]) => [
-  "EVALSHA",
-  sha,
-  String(keys.length),
-  ...keys,
-  ...args,
-];
+/** `evalScript` (EVALSHA) and `evalSource` (EVAL), both sent by `send` (which routes by `keys[0]` on a cluster). */
+function evals(send: (keys: readonly string[], command: string[]) => Promise<unknown>) {
+  const to = (cmd: string) => (script: string, keys: readonly string[], args: readonly string[]) =>
+    send(keys, [cmd, script, String(keys.length), ...keys, ...args]);
+  return { evalScript: to("EVALSHA"), evalSource: to("EVAL") };
+}
 
 /** Wrap a node-redis v4/v5 standalone, cluster or sentinel client. */
 export function nodeRedisDriver(c: unknown): Driver {
@@ -57,8 +56,10 @@ export function nodeRedisDriver(c: unknown): Driver {
     const cl = c as Cluster;
     return {
       sharded: true,
-      evalScript: (sha, keys, args) => cl.sendCommand(keys[0], false, evalArgs(sha, keys, args)),
-      // Every master: a slot may move (MOVED/ASK) to a master that has never seen the script.
+      // EVAL (after NOSCRIPT) goes to the master of keys[0], and caches the script there: lazily, per master.
+      ...evals((keys, command) => cl.sendCommand(keys[0], false, command)),
+      // (redlease uses evalSource; a driver built on this one without it loads here.) Every master: a slot may move
+      // (MOVED/ASK) to a master that has never seen the script.
       loadScript: async (source) => {
         const shas = await Promise.all(
           cl.masters.map(async (m) => (await cl.nodeClient(m)).sendCommand(["SCRIPT", "LOAD", source])),
@@ -73,7 +74,7 @@ export function nodeRedisDriver(c: unknown): Driver {
   if (has(c, "getMasterNode", "sendCommand", "subscribe")) {
     const s = c as Sentinel;
     return {
-      evalScript: (sha, keys, args) => s.sendCommand(false, evalArgs(sha, keys, args)),
+      ...evals((_keys, command) => s.sendCommand(false, command)),
       loadScript: async (source) => String(await s.sendCommand(false, ["SCRIPT", "LOAD", source])),
       command: (_key, args) => s.sendCommand(false, [...args]),
       subscribe: async (ch, l) => void await s.subscribe(ch, l),
@@ -106,7 +107,7 @@ export function nodeRedisDriver(c: unknown): Driver {
       return conn;
     })();
   return {
-    evalScript: (sha, keys, args) => client.sendCommand(evalArgs(sha, keys, args)),
+    ...evals((_keys, command) => client.sendCommand(command)),
     loadScript: async (source) => String(await client.sendCommand(["SCRIPT", "LOAD", source])),
     command: (_key, args) => client.sendCommand([...args]),
     subscribe: async (ch, l) => void await (await subscriber()).subscribe(ch, l),

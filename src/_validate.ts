@@ -31,7 +31,8 @@ export function checkPrefix(op: string, options: KeyOptions | undefined): string
   if (options !== undefined && (typeof options !== "object" || options === null)) {
     fail(op, "options", "must be an object", options);
   }
-  const prefix = options?.prefix ?? DEFAULT_PREFIX;
+  const prefix = options?.prefix;
+  if (prefix === undefined) return DEFAULT_PREFIX;
   if (typeof prefix !== "string" || prefix.length === 0 || /[{}]/.test(prefix)) {
     fail(op, "prefix", "must be a non-empty string without '{' or '}'", prefix, typeof prefix === "string" ? RangeError : TypeError);
   }
@@ -40,10 +41,8 @@ export function checkPrefix(op: string, options: KeyOptions | undefined): string
 
 /** An integer option from min to max: TypeError when not a number, RangeError when out of range. */
 function checkInt(op: string, what: string, v: unknown, min: number, max = MAX_TIMER_MS): number {
-  const must = `must be an integer from ${min} to ${max}`;
-  if (typeof v !== "number") fail(op, what, must, v);
-  if (!Number.isInteger(v) || v < min || v > max) fail(op, what, must, v, RangeError);
-  return v;
+  if (typeof v === "number" && Number.isInteger(v) && v >= min && v <= max) return v;
+  fail(op, what, `must be an integer from ${min} to ${max}`, v, typeof v === "number" ? RangeError : TypeError);
 }
 
 /** The `timeoutMs` of a CallOptions object, or undefined for the call's default. */

@@ -1,16 +1,18 @@
 import type { RedisLike } from "./_client.ts";
-import { acquireAny, checkClients, ownerOf } from "./_acquire.ts";
+import { acquireAny, checkClients, ownerOf, type Redlock } from "./_acquire.ts";
 import { resolveAcquire } from "./_validate.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 
 export type { AcquireOptions, CallOptions, KeyOptions, Lease } from "./lease.ts";
 export type { RedisLike } from "./_client.ts";
+export type { Redlock } from "./_acquire.ts";
 export type { Driver } from "./driver.ts";
 
 /**
  * Acquire the lease `name`, waiting for it if another owner holds it.
  *
- * One round trip when the lease is free (plus one `SCRIPT LOAD` round trip on a client's first call). When it is held, the caller joins a first-come-first-served queue
+ * One round trip when the lease is free (plus one, the script sent in full, the first time a server runs it). When
+ * it is held, the caller joins a first-come-first-served queue
  * in Redis and sleeps; the holder's release hands the lease directly to the first live waiter, whose client
  * learns of it by one pub/sub message, so a release wakes exactly one waiter. Every sleep is also bounded by
  * the holder's remaining TTL, so a holder that dies without releasing delays waiters by at most its lease.
@@ -19,7 +21,7 @@ export type { Driver } from "./driver.ts";
  * `lease.signal` aborts with {@linkcode LeaseLostError} the moment it is known to be lost.
  *
  * @param client A connected node-redis client (v4 or v5: standalone, cluster or sentinel) or a {@linkcode Driver};
- *   or an odd number (3, 5, ...) of clients of independent masters for Redlock (see README, "Redlock").
+ *   or a group of independent masters made by `redlock()` from `redlease/redlock` (see README, "Redlock").
  * @param name The lease name; any non-empty string up to 1024 characters.
  * @param options See {@linkcode AcquireOptions}.
  * @returns The held {@linkcode Lease}.
@@ -49,7 +51,7 @@ export type { Driver } from "./driver.ts";
  * ```
  */
 export function acquire(
-  client: RedisLike | readonly RedisLike[],
+  client: RedisLike | Redlock,
   name: string,
   options?: AcquireOptions,
 ): Promise<Lease> {

@@ -3,11 +3,16 @@
  * (v4 and v5: standalone, cluster, sentinel) are recognised and wrapped automatically, and the adapters under
  * `redlease/ioredis`, `redlease/bun` and `redlease/http` build one for other clients.
  *
+ * Scripts are run with `EVALSHA` and sent in full only when Redis answers `NOSCRIPT` (a fresh server, a flush, a
+ * restart, a failover): with `evalSource` when the driver has it, which also runs the call (one round trip),
+ * else with `loadScript` followed by `evalScript` again.
+ *
  * @example A driver over any client that can send raw commands (single node)
  * ```ts
  * import type { Driver } from "redlease";
  * const driver: Driver = {
  *   evalScript: (sha, keys, args) => client.send("EVALSHA", [sha, String(keys.length), ...keys, ...args]),
+ *   evalSource: (source, keys, args) => client.send("EVAL", [source, String(keys.length), ...keys, ...args]),
  *   loadScript: (source) => client.send("SCRIPT", ["LOAD", source]),
  * };
  * ```
@@ -15,13 +20,30 @@
 export interface Driver {
   /**
    * `EVALSHA sha numkeys ...keys ...args` on the node that serves `keys[0]`. Must reject with an error whose
-   * message starts with `NOSCRIPT` when the script is not loaded there (redlease then loads it and retries once).
-   * Integer replies must resolve to numbers, arrays to arrays. redlease bounds every call by the caller's deadline
-   * and signal whatever the driver does; a driver that sets `abortable` also receives a `signal` that aborts
-   * when redlease stops waiting, and should stop its request then.
+   * message starts with `NOSCRIPT` when the script is not cached there (redlease then sends it in full with
+   * `evalSource`, or loads it and retries once). Integer replies must resolve to numbers, arrays to arrays.
+   * redlease bounds every call by the caller's deadline and signal whatever the driver does; a driver that sets
+   * `abortable` also receives a `signal` that aborts when redlease stops waiting, and should stop its request then.
    */
   evalScript(sha: string, keys: readonly string[], args: readonly string[], signal?: AbortSignal): Promise<unknown>;
-  /** `SCRIPT LOAD source` on every node that may serve `key` (every master of a cluster); resolves the SHA1. */
+  /**
+   * `EVAL source numkeys ...keys ...args` on the node that serves `keys[0]`, replying as `evalScript` does. Used
+   * only after `evalScript` failed with `NOSCRIPT`, once per script and node while the node keeps its script
+   * cache: Redis caches a script run by `EVAL`, so the next `EVALSHA` of it succeeds there. This makes the first
+   * call of a script on a server one round trip more than a warm one, and loads nothing the client never runs.
+   * Without it, redlease calls `loadScript` and then `evalScript` again (two round trips more than a warm call).
+   *
+   * @default {undefined}
+   * @example
+   * ```ts
+   * evalSource: (source, keys, args) => client.send("EVAL", [source, String(keys.length), ...keys, ...args]),
+   * ```
+   */
+  evalSource?(source: string, keys: readonly string[], args: readonly string[], signal?: AbortSignal): Promise<unknown>;
+  /**
+   * `SCRIPT LOAD source` on every node that may serve `key` (every master of a cluster); resolves the SHA1. Used
+   * after `NOSCRIPT` only by a driver without `evalSource`.
+   */
   loadScript(source: string, key: string, signal?: AbortSignal): Promise<string>;
   /**
    * Send a raw command on the same connection and node that serve `key`, after the commands sent before it —
@@ -43,7 +65,10 @@ export interface Driver {
   unsubscribe?(channel: string, listener: (message: string) => void): Promise<void>;
   /** Whether scripts must notify waiters with `SPUBLISH` (Redis Cluster sharded pub/sub) instead of `PUBLISH`. */
   readonly sharded?: boolean;
-  /** Whether `evalScript` and `loadScript` honour their `signal` argument (for example by aborting a `fetch`). */
+  /**
+   * Whether `evalScript`, `evalSource` and `loadScript` honour their `signal` argument (for example by aborting a
+   * `fetch`).
+   */
   readonly abortable?: boolean;
 }
 

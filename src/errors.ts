@@ -159,8 +159,9 @@ export class ReplicationError extends RedleaseError {
  * @example
  * ```ts
  * import { acquire, QuorumError } from "redlease";
+ * import { redlock } from "redlease/redlock";
  * try {
- *   await acquire([a, b, c, d, e], "settlement", { waitMs: 0 });
+ *   await acquire(redlock([a, b, c, d, e]), "settlement", { waitMs: 0 });
  * } catch (err) {
  *   if (err instanceof QuorumError) console.log(`${err.granted}/${err.required}`, err.errors);
  * }

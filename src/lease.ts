@@ -13,7 +13,7 @@
 export interface Lease extends AsyncDisposable {
   /** The lease name passed to `acquire`. */
   readonly name: string;
-  /** The owner this hold counts for (a random id unless `owner` was given). */
+  /** The owner this hold counts for (an id unique to the call unless `owner` was given). */
   readonly owner: string;
   /**
    * Fencing token: strictly greater than every token handed out earlier for this name (see README, "Fencing
@@ -93,7 +93,7 @@ export interface AcquireOptions extends KeyOptions {
   /**
    * Reentrancy: acquiring with the same owner while it holds the lease adds a hold (Redisson-style count)
    * instead of waiting. A string (1 to 512 characters) or a `Lease`, whose owner is reused.
-   * @default {a random id per call}
+   * @default {a unique id per call (a random prefix per process and a counter)}
    */
   readonly owner?: string | Lease;
   /**
@@ -121,7 +121,7 @@ export interface AcquireOptions extends KeyOptions {
    */
   readonly claimMs?: number;
   /**
-   * Redlock only (a client array): how long one node may take to answer before it counts as failed for that
+   * Redlock only (a group from `redlock()`): how long one node may take to answer before it counts as failed for that
    * attempt. Keep it well below the lease. Integer from 1 to the lease.
    * @default {the lease / 200, between 5 and 50 ms (50 ms for the 30 s watchdog lease)}
    */

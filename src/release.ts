@@ -31,12 +31,14 @@ import { checkCallOptions } from "./_validate.ts";
  * }
  * ```
  */
-export async function release(lease: Lease, options?: CallOptions): Promise<boolean> {
-  checkLease("release lease", lease);
-  const timeoutMs = checkCallOptions("release lease", options);
-  if (lease.releasing) {
-    await lease.releasing.catch(() => {});
-    return false;
+export function release(lease: Lease, options?: CallOptions): Promise<boolean> {
+  try {
+    checkLease("release lease", lease);
+    const timeoutMs = checkCallOptions("release lease", options);
+    // Released already: false, once that release has settled (either way).
+    if (lease.releasing) return lease.releasing.then(() => false, () => false);
+    return releaseHandle(lease, timeoutMs);
+  } catch (e) {
+    return Promise.reject(e);
   }
-  return await releaseHandle(lease, timeoutMs);
 }

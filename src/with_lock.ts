@@ -1,4 +1,4 @@
-import { acquireAny, checkClients, ownerOf } from "./_acquire.ts";
+import { acquireAny, checkClients, ownerOf, type Redlock } from "./_acquire.ts";
 import type { RedisLike } from "./_client.ts";
 import { releaseHandle } from "./_hold.ts";
 import { fail, resolveAcquire } from "./_validate.ts";
@@ -14,7 +14,7 @@ import type { AcquireOptions, Lease } from "./lease.ts";
  * release finds that the lease was no longer held (lost without the holder having noticed yet). Otherwise it settles as `fn`
  * did. If the release command itself fails, it rejects with that error (the lease then expires on its own).
  *
- * @param client A client as for {@linkcode acquire} (one, or an array for Redlock).
+ * @param client A client as for {@linkcode acquire} (one, or a Redlock group from `redlease/redlock`).
  * @param name The lease name.
  * @param fn The critical section.
  * @param options See {@linkcode AcquireOptions}.
@@ -31,7 +31,7 @@ import type { AcquireOptions, Lease } from "./lease.ts";
  * ```
  */
 export async function withLock<T>(
-  client: RedisLike | readonly RedisLike[],
+  client: RedisLike | Redlock,
   name: string,
   fn: (signal: AbortSignal, lease: Lease) => T | PromiseLike<T>,
   options?: AcquireOptions,

@@ -223,7 +223,7 @@ export const adapters: readonly AdapterCase[] = [
             },
           });
           await release(await acquire(d, ctx.fresh()));
-          assert.ok(seen.includes("SCRIPT") && seen.includes("EVALSHA"), seen.join(","));
+          assert.ok(seen.filter((c) => c === "EVALSHA").length >= 2, seen.join(",")); // acquire and release
         } finally {
           await bridge.stop();
         }
@@ -244,8 +244,12 @@ export function contract(ad: AdapterCase): void {
   let count = 0;
   const fresh = () => `contract-${n.replace(/\W+/g, "-")}-${++count}-${Math.random().toString(36).slice(2, 8)}`;
   const keyOf = (name: string) => keysOf("redlease", name).hash;
-  const scriptLoads = async () =>
-    Number(/cmdstat_script\|load:calls=(\d+)/.exec(await admin.info("commandstats"))?.[1] ?? 0);
+  // Sends of a script's text: EVAL after NOSCRIPT (every adapter has evalSource), or SCRIPT LOAD.
+  const scriptLoads = async () => {
+    const info = await admin.info("commandstats");
+    const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+    return calls("eval") + calls("script\\|load");
+  };
   const abortReason = (lease: Lease) =>
     new Promise<unknown>((r) => lease.signal.addEventListener("abort", () => r(lease.signal.reason), { once: true }));
 
@@ -346,13 +350,13 @@ export function contract(ad: AdapterCase): void {
       assert.equal(await release(lease), false);
     });
 
-    test(`${n}: acquire() recovers from NOSCRIPT after SCRIPT FLUSH by reloading the scripts`, async () => {
+    test(`${n}: acquire() recovers from NOSCRIPT after SCRIPT FLUSH by sending the script again`, async () => {
       const name = fresh();
-      await release(await acquire(a, name)); // scripts loaded on this client
+      await release(await acquire(a, name)); // the scripts it uses are cached on the server
       await admin.sendCommand(["SCRIPT", "FLUSH"]);
       const loads = await scriptLoads();
       const lease = await acquire(a, name, { waitMs: 0 });
-      assert.ok((await scriptLoads()) > loads, "the scripts were loaded again");
+      assert.ok((await scriptLoads()) > loads, "the script was sent in full again");
       await admin.sendCommand(["SCRIPT", "FLUSH"]);
       assert.equal(await release(lease), true);
       assert.equal((await inspect(b, name)).held, false);
@@ -454,7 +458,7 @@ export function contract(ad: AdapterCase): void {
 
     test(`${n}: acquire() rejects with the Redis error (WRONGTYPE), never a lease`, async () => {
       const name = fresh();
-      await admin.set(keyOf(name), "not a hash");
+      await admin.hSet(keyOf(name), "f", "not a lease record");
       await assert.rejects(acquire(a, name), (e) => e instanceof Error && /WRONGTYPE/.test(e.message));
       await admin.del(keyOf(name));
       await release(await acquire(a, name, { waitMs: 0 }));

@@ -32,6 +32,31 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     for (const l of again) await release(l);
   });
 
+  test("after SCRIPT FLUSH, concurrent first acquires of a fresh client send the script in full once per master", async () => {
+    const masters = c.masters();
+    for (const m of masters) {
+      await c.command(m.port, "SCRIPT", "FLUSH");
+      await c.command(m.port, "CONFIG", "RESETSTAT");
+    }
+    const names: string[] = [];
+    const per = new Map<number, number>();
+    while (names.length < 24 || per.size < masters.length) {
+      const name = fresh();
+      const port = c.ownerOf(c.slotOf(`redlease:{${name}}`)).port;
+      per.set(port, (per.get(port) ?? 0) + 1);
+      names.push(name);
+    }
+    const x = await c.cluster();
+    const leases = await Promise.all(names.map((name) => acquire(x, name, { waitMs: 0 })));
+    for (const m of masters) {
+      const info = String(await c.command(m.port, "INFO", "commandstats"));
+      const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+      assert.equal(calls("eval"), 1, `master ${m.port} (${per.get(m.port)} names): EVAL once, to this master`);
+      assert.equal(calls("script\\|load"), 0, `master ${m.port}: nothing loaded up front`);
+    }
+    for (const l of leases) assert.equal(await release(l), true);
+  });
+
   test("a waiter on another client is handed the lease by sharded pub/sub within a few ms", async () => {
     const name = fresh();
     const holder = await acquire(a, name);

@@ -7,6 +7,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { createClient } from "redis";
 import { acquire, inspect, type Lease, type LeaseLostError, LockTimeoutError, release } from "../mod.ts";
+import { redlock } from "../src/redlock.ts";
 import { upstash } from "../src/adapters/http.ts";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { startHttpBridge } from "./_http_bridge.ts";
@@ -279,11 +280,11 @@ describe("Redlock under a rolling restart", () => {
       const a = await Promise.all(procs.map((p) => p.client()));
       const b = await Promise.all(procs.map((p) => p.client()));
       const name = fresh();
-      const lease = await acquire(a, name, { watchdogMs: 900 });
+      const lease = await acquire(redlock(a), name, { watchdogMs: 900 });
       for (const p of procs) {
         await p.restart();
         await sleep(900); // at least two renewals with this master back, empty
-        const other = await settled(acquire(b, name, { waitMs: 0 }));
+        const other = await settled(acquire(redlock(b), name, { waitMs: 0 }));
         assert.ok(other.error instanceof LockTimeoutError, `nobody else gets it: ${other.error ?? "acquired"}`);
       }
       assert.equal(lease.signal.aborted, false, `still held: ${(lease.signal.reason as LeaseLostError)?.why}`);
@@ -298,7 +299,8 @@ describe("Redlock under a rolling restart", () => {
 describe("the fault contract: review findings", () => {
   let srv: RedisServer;
   let admin: Client;
-  const raw = async (name: string) => await admin.sendCommand(["HGETALL", `redlease:{${name}}`]) as string[];
+  /** The grant record as stored: "<fence>:<attempt>:<holds>:<claim by>:<owner>" (see lua/_record.lua). */
+  const raw = async (name: string) => String(await admin.sendCommand(["GET", `redlease:{${name}}`]));
 
   const routes = new Routes();
   const routed = async () => {
@@ -330,7 +332,7 @@ describe("the fault contract: review findings", () => {
     await a1;
     await sleep(100);
     assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc", holds: 1 }]);
-    assert.doesNotMatch((await raw(name))[3] ?? (await raw(name))[1], /:.*:/, "no claim window left on the record");
+    assert.match(await raw(name), /^\d+:[^:]*:1::svc$/, "no claim window left on the record");
     const other = await settled(acquire(await srv.client(), name, { waitMs: 800 }));
     assert.ok(other.error instanceof LockTimeoutError, "nobody takes the re-entered hold while it is live");
     assert.equal(a2.signal.aborted, false);
@@ -416,15 +418,15 @@ describe("the fault contract: review findings", () => {
     try {
       const cs = [c0, await srvs[0].client(), await srvs[1].client()];
       const hs = [admin, await srvs[0].client(), await srvs[1].client()];
-      await release(await acquire(cs, fresh(), { waitMs: 5_000 }));
+      await release(await acquire(redlock(cs), fresh(), { waitMs: 5_000 }));
       proxy.blackhole({ kind: "command", direction: "both" });
       const name = fresh();
-      await acquire(hs, name, { nodeTimeoutMs: 5 });
-      const r = await settled(acquire(cs, name, { waitMs: 0, nodeTimeoutMs: 1_000 }));
+      await acquire(redlock(hs), name, { nodeTimeoutMs: 5 });
+      const r = await settled(acquire(redlock(cs), name, { waitMs: 0, nodeTimeoutMs: 1_000 }));
       assert.ok(r.error instanceof LockTimeoutError, `${r.error}`);
       assert.ok(r.ms < 600, `waitMs 0 settled after ${Math.round(r.ms)} ms`);
       const ac = new AbortController();
-      const p = settled(acquire(cs, name, { waitMs: 60_000, nodeTimeoutMs: 1_000, signal: ac.signal }));
+      const p = settled(acquire(redlock(cs), name, { waitMs: 60_000, nodeTimeoutMs: 1_000, signal: ac.signal }));
       await sleep(300);
       const t0 = performance.now();
       ac.abort(new Error("stop"));
@@ -467,6 +469,32 @@ describe("the fault contract: review findings", () => {
     await release(lease);
     proxy.heal();
     await deaf;
+  });
+
+  test("a call given up while its script was being sent in full is never sent again after its undo", async () => {
+    // A fresh server has the release script (so the undo runs at once) but not the acquire script. Two first
+    // acquires meet NOSCRIPT; one sends the text, the other waits for that send. The waiting one is aborted
+    // meanwhile and sends its undo. It must not then EVALSHA its acquire again: that would run after the undo and
+    // grant a lease nobody holds (found by the soak test).
+    const own = await startRedis();
+    try {
+      const ownAdmin = await own.client();
+      await ownAdmin.sendCommand(["SCRIPT", "LOAD", RELEASE.source]);
+      const r = await routes.add(own.port);
+      r.proxy.delay({ ms: 60, kind: "command", direction: "down" }); // replies take 60 ms: a wide window
+      const [x, y] = [fresh(), fresh()];
+      const ac = new AbortController();
+      const first = acquire(r.client, x, { waitMs: 0 });
+      const second = settled(acquire(r.client, y, { waitMs: 0, signal: ac.signal }));
+      await sleep(90); // both met NOSCRIPT; the first one's EVAL is on its way back
+      ac.abort(new Error("gave up"));
+      assert.equal(((await second).error as Error)?.message, "gave up");
+      await release(await first);
+      await sleep(300); // anything still to come from the client has reached Redis
+      assert.deepEqual((await inspect(ownAdmin, y)).owners, [], "nobody holds the name the aborted call asked for");
+    } finally {
+      await own.stop();
+    }
   });
 
   test("tiny leases work on a single node (no Redlock option gets in the way)", async () => {

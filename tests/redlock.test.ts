@@ -3,6 +3,7 @@ import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { acquire, inspect, LeaseLostError, LockTimeoutError, QuorumError, release } from "../mod.ts";
+import { redlock } from "../src/redlock.ts";
 import { type Client, type RedisServer, runProcess, runtimeArgs, sleep, startRedis } from "./_redis.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -38,7 +39,7 @@ describe("Redlock over 5 independent masters", () => {
   test("acquire() with 5 clients holds the lease on every node; release() frees all of them", async () => {
     const name = fresh();
     const t0 = performance.now();
-    const lease = await acquire(a, name);
+    const lease = await acquire(redlock(a), name);
     const took = performance.now() - t0;
     assert.equal(await keysOn(a, name), 5);
     assert.ok(lease.expiresAt > performance.now() + 29_000);
@@ -49,13 +50,13 @@ describe("Redlock over 5 independent masters", () => {
 
   test("contention is a LockTimeoutError, not a quorum error; the fence is the quorum's highest", async () => {
     const name = fresh();
-    const first = await acquire(a, name);
-    const err = await acquire(b, name, { waitMs: 0 }).then(() => null, (e) => e);
+    const first = await acquire(redlock(a), name);
+    const err = await acquire(redlock(b), name, { waitMs: 0 }).then(() => null, (e) => e);
     assert.ok(err instanceof LockTimeoutError, String(err));
     assert.ok(err.remainingMs > 25_000);
     const fences = await Promise.all(a.map((c) => inspect(c, name).then((i) => i.fence)));
     assert.equal(first.fence, Math.max(...fences));
-    const waiting = acquire(b, name, { waitMs: 5_000, retryDelayMs: 20 });
+    const waiting = acquire(redlock(b), name, { waitMs: 5_000, retryDelayMs: 20 });
     await sleep(100);
     await release(first);
     const second = await waiting;
@@ -67,9 +68,9 @@ describe("Redlock over 5 independent masters", () => {
     const name = fresh();
     // Another owner holds the name on master 4 only, so the first acquire is granted by masters 0-3.
     const lone = await acquire(b[4], name, { leaseMs: 10_000 });
-    const outer = await acquire(a, name);
+    const outer = await acquire(redlock(a), name);
     await release(lone);
-    const inner = await acquire(a, name, { owner: outer });
+    const inner = await acquire(redlock(a), name, { owner: outer });
     assert.equal(inner.fence, outer.fence);
     assert.equal(outer.signal.aborted, false, "the outer hold is not mistaken for lost");
     assert.equal(await release(inner), true);
@@ -79,7 +80,7 @@ describe("Redlock over 5 independent masters", () => {
 
   test("a watchdog lease is renewed by quorum across three lease periods", async () => {
     const name = fresh();
-    const lease = await acquire(a, name, { watchdogMs: 400 });
+    const lease = await acquire(redlock(a), name, { watchdogMs: 400 });
     await sleep(1_300);
     assert.equal(lease.signal.aborted, false);
     assert.equal(await keysOn(a, name), 5);
@@ -87,11 +88,12 @@ describe("Redlock over 5 independent masters", () => {
   });
 
   test("bad client lists are rejected before any command", async () => {
-    await assert.rejects(acquire([a[0], a[1]], "x"), RangeError);
-    await assert.rejects(acquire([a[0], a[0], a[1]], "x"), RangeError);
-    await assert.rejects(acquire([a[0], a[1], {}] as never, "x"), TypeError);
-    await assert.rejects(acquire(a, "x", { replicas: 1 }), TypeError);
-    await assert.rejects(acquire(a, "x", { nodeTimeoutMs: 0 }), RangeError);
+    assert.throws(() => redlock([a[0], a[1]]), RangeError);
+    assert.throws(() => redlock([a[0], a[0], a[1]]), RangeError);
+    assert.throws(() => redlock([a[0], a[1], {}] as never), TypeError);
+    await assert.rejects(acquire(a as never, "x"), /for Redlock, pass redlock\(\[\.\.\.clients\]\) from redlease\/redlock/);
+    await assert.rejects(acquire(redlock(a), "x", { replicas: 1 }), TypeError);
+    await assert.rejects(acquire(redlock(a), "x", { nodeTimeoutMs: 0 }), RangeError);
   });
 
   test("one stalled node delays an acquire by no more than the per-node timeout", async () => {
@@ -102,7 +104,7 @@ describe("Redlock over 5 independent masters", () => {
     const sleeping = stall.sendCommand(["DEBUG", "SLEEP", "1"]);
     await sleep(20);
     const t0 = performance.now();
-    const lease = await acquire(a, name, { nodeTimeoutMs: 100 });
+    const lease = await acquire(redlock(a), name, { nodeTimeoutMs: 100 });
     const took = performance.now() - t0;
     assert.ok(took < 100 + 250, `acquire took ${took} ms with one node stalled`);
     await sleeping;
@@ -130,14 +132,14 @@ describe("Redlock over 5 independent masters", () => {
     process.kill(servers[3].pid, "SIGKILL");
     process.kill(servers[4].pid, "SIGKILL");
     await sleep(100);
-    const lease = await acquire(a, name, { nodeTimeoutMs: 50 });
+    const lease = await acquire(redlock(a), name, { nodeTimeoutMs: 50 });
     assert.equal(await keysOn(a.slice(0, 3), name), 3);
     await release(lease);
-    const held = await acquire(b.slice(0, 3).concat(b.slice(3)), fresh(), { watchdogMs: 600, nodeTimeoutMs: 50 });
+    const held = await acquire(redlock(b.slice(0, 3).concat(b.slice(3))), fresh(), { watchdogMs: 600, nodeTimeoutMs: 50 });
     process.kill(servers[2].pid, "SIGKILL");
     await sleep(100);
     const t0 = performance.now();
-    const err = await acquire(a, name, { waitMs: 0, nodeTimeoutMs: 50 }).then(() => null, (e) => e);
+    const err = await acquire(redlock(a), name, { waitMs: 0, nodeTimeoutMs: 50 }).then(() => null, (e) => e);
     assert.ok(err instanceof QuorumError, String(err));
     assert.equal(err.required, 3);
     assert.equal(err.errors.length, 3);

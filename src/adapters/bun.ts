@@ -91,6 +91,7 @@ function makeDriver(client: BunRedisClient): Driver {
     });
   return {
     evalScript: (sha, keys, args) => client.send("EVALSHA", [sha, String(keys.length), ...keys, ...args]),
+    evalSource: (source, keys, args) => client.send("EVAL", [source, String(keys.length), ...keys, ...args]),
     loadScript: async (source) => String(await client.send("SCRIPT", ["LOAD", source])),
     command: (_key, [cmd, ...rest]) => client.send(cmd, rest),
     subscribe: (ch, l) => listen(channels, ch, l, (to) => subscriber().then((conn) => conn.subscribe(ch, to))),

@@ -102,6 +102,8 @@ export function upstash(options: UpstashOptions): Driver {
   return {
     abortable: true,
     evalScript: (sha, keys, args, signal) => send(["EVALSHA", sha, String(keys.length), ...keys, ...args], signal),
+    // After NOSCRIPT: the script in full, run (and cached by Redis) in the same request.
+    evalSource: (source, keys, args, signal) => send(["EVAL", source, String(keys.length), ...keys, ...args], signal),
     loadScript: async (source, _key, signal) => String(await send(["SCRIPT", "LOAD", source], signal)),
   };
 }

@@ -5,10 +5,10 @@
  *
  * - Standalone / Sentinel: waiters share one extra connection (`client.duplicate()`, created on the first wait)
  *   that is closed when `client` emits `end`. The `replicas` option works (`WAIT` on `client`'s connection).
- * - Cluster: scripts are loaded on every master. Waiters are woken by sharded pub/sub only when the cluster was
- *   created with `shardedSubscribers: true` (ioredis routes `SSUBSCRIBE` per shard only then); otherwise they
- *   poll with jittered backoff bounded by the holder's TTL. `replicas` sends `WAIT` to the master that serves the
- *   lease's slot, on the connection that wrote it.
+ * - Cluster: a script is sent in full to a master the first time a call there answers `NOSCRIPT`. Waiters are
+ *   woken by sharded pub/sub only when the cluster was created with `shardedSubscribers: true` (ioredis routes
+ *   `SSUBSCRIBE` per shard only then); otherwise they poll with jittered backoff bounded by the holder's TTL.
+ *   `replicas` sends `WAIT` to the master that serves the lease's slot, on the connection that wrote it.
  *
  * @example
  * ```ts
@@ -35,6 +35,8 @@ export type IORedisListener = (...args: any[]) => void;
 export interface IORedisClient {
   /** `EVALSHA sha numkeys ...keys ...args`. */
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** `EVAL source numkeys ...keys ...args` (after NOSCRIPT). */
+  eval(source: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   /** `SCRIPT LOAD source`. */
   script(subcommand: "LOAD", source: string): Promise<unknown>;
   /** Any command (here `WAIT` and `INFO`). */
@@ -65,6 +67,8 @@ export interface IORedisCluster {
   readonly isCluster: boolean;
   /** `EVALSHA`, routed by its first key. */
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** `EVAL`, routed by its first key (after NOSCRIPT: caches the script on that master). */
+  eval(source: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   /** `SCRIPT LOAD` on some node (used only before the slot map is known). */
   script(subcommand: "LOAD", source: string): Promise<unknown>;
   /** `SSUBSCRIBE`, routed to the shard of the channel (with `shardedSubscribers: true`). */
@@ -184,6 +188,7 @@ function standaloneDriver(client: IORedisClient): Driver {
   };
   return {
     evalScript: (sha, keys, args) => client.evalsha(sha, keys.length, ...evalArgs(keys, args)),
+    evalSource: (source, keys, args) => client.eval(source, keys.length, ...evalArgs(keys, args)),
     loadScript: async (source) => String(await client.script("LOAD", source)),
     command: (_key, [cmd, ...rest]) => client.call(cmd, ...rest),
     // ioredis prefixes keys but not SUBSCRIBE channels; scripts publish on channels built from prefixed keys.
@@ -206,8 +211,12 @@ function clusterDriver(cluster: IORedisCluster): Driver {
     sharded: true,
     // ioredis routes EVALSHA by its first key and follows MOVED/ASK.
     evalScript: (sha, keys, args) => cluster.evalsha(sha, keys.length, ...evalArgs(keys, args)),
-    // Every master: a slot may move (MOVED/ASK) to a master that has never seen the script. Before the slot map
-    // is known there are no nodes yet; load through the cluster then (NOSCRIPT later loads everywhere).
+    // After NOSCRIPT, the script in full to the master of keys[0], which caches it: lazily, master by master (a
+    // slot moved to a master that has never seen it answers NOSCRIPT once more there).
+    evalSource: (source, keys, args) => cluster.eval(source, keys.length, ...evalArgs(keys, args)),
+    // (redlease uses evalSource; a driver built on this one without it loads here.) Every master: a slot may move
+    // (MOVED/ASK) to a master that has never seen the script. Before the slot map is known there are no nodes yet;
+    // load through the cluster then (NOSCRIPT later loads everywhere).
     loadScript: async (source) => {
       const masters = cluster.nodes("master");
       if (masters.length === 0) return String(await cluster.script("LOAD", source));
