@@ -5,7 +5,7 @@
  *
  * Times, from just before the dynamic import of the Redis client and the library: importing the client, importing
  * the library, connecting a new client, the first acquire (the first lease), and the first release; counts TCP connects, round trips and the
- * commands written on the way. Prints one line `@@ <json>`.
+ * commands written on the way, also as of the client being connected (so that the first acquire's own share is known). Prints one line `@@ <json>`.
  */
 import { type LibId, load } from "./_libs.ts";
 import { readWire, startWire, stopWire } from "./_wire.ts";
@@ -20,6 +20,7 @@ const loaded = await load(lib as LibId, false, redleaseUrl); // the lock library
 const t1 = performance.now();
 const ad = await loaded.connect(url);
 const t2 = performance.now();
+const wireAtConnect = readWire(); // the client's own handshake (CLIENT SETINFO …) is not the library's
 const h = await ad.acquire(`cold:${lib}:${process.pid}`);
 const t3 = performance.now();
 const wireToLease = readWire();
@@ -36,6 +37,7 @@ process.stdout.write(
       acquireMs: t3 - t2,
       releaseMs: t4 - t3,
       toFirstLeaseMs: t3 - t0,
+      wireAtConnect,
       wireToLease,
       wire,
     })

@@ -74,7 +74,7 @@ export function settingsText(lib: LibId, tuned: boolean): string {
  * Lua scripts, so in INFO commandstats, total − these = commands called from Lua.
  */
 export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
-  // EVALSHA (+ SCRIPT LOAD once), and (UN)SUBSCRIBE on the subscriber connection. Lua calls HLEN, HGET, TIME, …
+  // EVALSHA (+ EVAL once per script, after NOSCRIPT), and (UN)SUBSCRIBE on the subscriber connection. Lua calls HLEN, HGET, TIME, …
   redlease: /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
   // SET NX PX, EVALSHA (+ SCRIPT LOAD once). Lua calls GET, DEL.
   raw: /^(set|evalsha|script\|.*)$/,

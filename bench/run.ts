@@ -7,11 +7,11 @@
  *   npm run bench -- --only redlease,raw    only these libraries (or variant ids such as redlock@1ms)
  *   other flags: --reps N, --ws 2,8,32, --phases b1,b3,b5, --window <B3 ms>, --out <results basename>,
  *   --pause <ms> (diagnostic: B3 workers wait this long after each release before queueing again),
- *   --render <results.json> (rewrite the .md and -b3.svg from a results file)
+ *   --render <results.json> (rewrite the .md, -b3.svg and -summary.svg from a results file)
  *
  * B1 sequential uncontended cycles, B2 64 concurrent uncontended loops, B3 contended handoff between W worker
  * processes, B4 Redis commands and CPU per acquisition (from B1 and B3), B5 cold start and bundle size.
- * Writes bench/results/<out>.md, <out>.json and <out>-b3.svg. See bench/README.md for the method.
+ * Writes bench/results/<out>.md, <out>.json, <out>-b3.svg and <out>-summary.svg. See bench/README.md for the method.
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -31,6 +31,7 @@ import { clockSkewMs, parseCommandStats, parseCpuMicros, pct, perOp, r2, r3, sor
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(root, "bench", "_worker.ts");
 const COLD = join(root, "bench", "_cold.ts");
+const COLD_HTTP = join(root, "bench", "_cold_http.ts");
 const RESULTS = join(root, "bench", "results");
 const TMP = join(RESULTS, "tmp"); // git-ignored
 
@@ -339,11 +340,21 @@ async function round(
 // ---------------------------------------------------------------------------------------------------------------
 // B5: cold start (fresh process per library) and bundle sizes
 
-async function cold(server: Server, admin: Admin, which: string, lib: LibId, moduleUrl: string, rep: number) {
+async function cold(
+  server: Server,
+  admin: Admin,
+  which: string,
+  lib: LibId,
+  moduleUrl: string,
+  rep: number,
+  http = false,
+) {
   await admin.sendCommand(["SCRIPT", "FLUSH"]); // first use must load its scripts, as in a fresh deployment
-  const r = await runOnce(COLD, [lib, server.url, String(server.port), moduleUrl], `cold ${which}`, root, 60_000);
+  const r = http // a fresh upstash() driver through tests/_http_bridge.ts: round trips are requests
+    ? await runOnce(COLD_HTTP, [server.url, moduleUrl], `cold ${which}`, root, 60_000)
+    : await runOnce(COLD, [lib, server.url, String(server.port), moduleUrl], `cold ${which}`, root, 60_000);
   // deno-lint-ignore no-explicit-any
-  const wl = r.wireToLease as any, wt = r.wire as any;
+  const wl = r.wireToLease as any, wt = r.wire as any, wc = r.wireAtConnect as any;
   const res: ColdRep = {
     which,
     lib,
@@ -358,12 +369,14 @@ async function cold(server: Server, admin: Admin, which: string, lib: LibId, mod
     connectsToLease: wl.connects,
     roundTripsToLease: wl.roundTrips,
     commandsToLease: wl.commands,
+    roundTripsAcquire: wl.roundTrips - wc.roundTrips,
     roundTripsWithRelease: wt.roundTrips,
     commandsWithRelease: wt.commands,
   };
   console.log(
     `  ${which.padEnd(16)} import client ${res.importClientMs} ms + library ${res.importMs} ms, connect ${res.connectMs} ms, first acquire ${res.acquireMs} ms → ` +
       `${res.toFirstLeaseMs} ms; ${res.connectsToLease} connect + ${res.roundTripsToLease} round trips ` +
+      `(first acquire: ${res.roundTripsAcquire}) ` +
       `(${Object.entries(res.commandsToLease).map(([k, v]) => `${k}×${v}`).join(" ")})`,
   );
   return res;
@@ -456,11 +469,12 @@ function gitState() {
 /** `--render <results.json>`: write the markdown and SVG again from a results file (no measuring). */
 function rerender(file: string): void {
   const run = JSON.parse(readFileSync(file, "utf8")) as Run;
-  const { markdown, svg } = render(run);
+  const { markdown, svg, summarySvg } = render(run);
   const base = file.replace(/\.json$/, "");
   writeFileSync(`${base}.md`, markdown);
   if (svg) writeFileSync(`${base}-b3.svg`, svg);
-  console.log(`wrote ${base}.md${svg ? ` and ${base}-b3.svg` : ""}`);
+  if (summarySvg) writeFileSync(`${base}-summary.svg`, summarySvg);
+  console.log(`wrote ${base}.md${svg ? `, ${base}-b3.svg` : ""}${summarySvg ? `, ${base}-summary.svg` : ""}`);
 }
 
 async function main() {
@@ -599,15 +613,17 @@ async function main() {
     if (o.phases.includes("b5")) {
       phase("b5");
       console.log(`\nB5 cold start (fresh process each; SCRIPT FLUSH before each)`);
-      const which: [string, LibId, string][] = [];
+      const which: [string, LibId, string, boolean][] = [];
       for (const lib of libs) {
-        which.push([lib, lib, url]);
-        if (lib === "redlease") which.push(["redlease (tsx)", lib, pathToFileURL(join(root, "mod.ts")).href]);
+        which.push([lib, lib, url, false]);
+        if (lib !== "redlease") continue;
+        const src = pathToFileURL(join(root, "mod.ts")).href;
+        which.push(["redlease (tsx)", lib, src, false], ["redlease HTTP (tsx)", lib, src, true]);
       }
       for (let rep = 0; rep < o.uncReps; rep++) {
-        for (const [w, lib, u] of rotate(which, rep)) {
+        for (const [w, lib, u, http] of rotate(which, rep)) {
           try {
-            run.cold.push(await cold(server, admin, w, lib, u, rep));
+            run.cold.push(await cold(server, admin, w, lib, u, rep, http));
           } catch (e) {
             console.error(`  cold ${w} rep ${rep}: ${String(e)}`);
             run.errors.push(`B5 ${w} rep ${rep}: ${String(e)}`);
@@ -627,15 +643,16 @@ async function main() {
 
   run.env.loadAvg.end = load3();
   run.durationS = Math.round((performance.now() - t0) / 1000);
-  const { markdown, svg } = render(run);
+  const { markdown, svg, summarySvg } = render(run);
   mkdirSync(RESULTS, { recursive: true });
   const base = join(RESULTS, o.out);
   writeFileSync(`${base}.json`, JSON.stringify(run, null, 2) + "\n");
   writeFileSync(`${base}.md`, markdown);
   if (svg) writeFileSync(`${base}-b3.svg`, svg);
+  if (summarySvg) writeFileSync(`${base}-summary.svg`, summarySvg);
   console.log("\n" + markdown);
   console.log(
-    `wrote ${relative(root, base)}.md, .json${svg ? `, -b3.svg` : ""} (run took ${run.durationS} s; ` +
+    `wrote ${relative(root, base)}.md, .json${svg ? `, -b3.svg` : ""}${summarySvg ? `, -summary.svg` : ""} (run took ${run.durationS} s; ` +
       `load average ${load3().join(" ")})`,
   );
 }

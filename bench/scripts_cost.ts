@@ -33,7 +33,19 @@ await Promise.all([c.connect(), admin.connect(), sub.connect()]);
 const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
 const CAD = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 const NOOP = "return 0";
-for (const s of [CAD, NOOP, ACQUIRE.source, RELEASE.source]) await c.sendCommand(["SCRIPT", "LOAD", s]);
+// The least a fenced lease that keeps FIFO across expiry must do (what acquire.lua and release.lua do on their
+// uncontended paths, and nothing else): acquire reads the server time for the fence, creates the key with its TTL
+// (or finds it taken) and checks that nobody is queued; release reads the record, checks the owner, checks that
+// nobody is queued and keeps the fence (or deletes the key: the second release row).
+const FLOOR_ACQUIRE = "local t = redis.call('TIME') local f = t[1] .. t[2] " +
+  "if redis.call('SET', KEYS[1], f .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2], 'GET') then return 0 end " +
+  "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end return f";
+const FLOOR_RELEASE = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
+  "if o ~= ARGV[1] then return 0 end if redis.call('EXISTS', KEYS[2]) == 1 then return 3 end " +
+  "if ARGV[2] == 'del' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) end return 2";
+for (const s of [CAD, NOOP, FLOOR_ACQUIRE, FLOOR_RELEASE, ACQUIRE.source, RELEASE.source]) {
+  await c.sendCommand(["SCRIPT", "LOAD", s]);
+}
 
 async function all(make: (i: number) => string[]): Promise<unknown[]> {
   const inFlight = 64, replies: unknown[] = new Array(N);
@@ -54,7 +66,7 @@ async function measure(
   label: string,
   make: (i: number) => string[],
   expect: (reply: unknown) => boolean,
-  top = ["evalsha", "set"],
+  top = ["evalsha"],
 ): Promise<unknown[]> {
   await admin.sendCommand(["CONFIG", "RESETSTAT"]);
   const cpu0 = parseCpuMicros(String(await admin.sendCommand(["INFO", "cpu"])));
@@ -98,7 +110,7 @@ try {
   for (let run = 0; run < RUNS; run++) {
     const num = (r: unknown) => Number(r);
     await measure("raw: SET key token NX PX 10000 (free)", (i) => ["SET", `raw:${run}:${i}`, owner(i), "NX", "PX", "10000"], (r) =>
-      r === "OK");
+      r === "OK", ["set"]);
     await measure(
       "raw: EVALSHA compare-and-delete (held)",
       (i) => ["EVALSHA", sha1(CAD), "1", `raw:${run}:${i}`, owner(i)],
@@ -107,6 +119,16 @@ try {
     await measure("EVALSHA `return 0`, 2 keys + 5 args (script floor)", (i) => [
       "EVALSHA", sha1(NOOP), "2", ...K(`n${run}:`, i), owner(i), "30000", "", "", "", "",
     ], (r) => num(r) === 0);
+    await measure("floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)", (i) => [
+      "EVALSHA", sha1(FLOOR_ACQUIRE), "2", ...K(`f${run}:`, i), owner(i), "30000",
+    ], (r) => num(r) > 0);
+    await measure("floor: release keeping the fence (GET, EXISTS queue, SET PX)", (i) => [
+      "EVALSHA", sha1(FLOOR_RELEASE), "2", ...K(`f${run}:`, i), owner(i), "10000",
+    ], (r) => num(r) === 2);
+    await all((i) => ["EVALSHA", sha1(FLOOR_ACQUIRE), "2", ...K(`g${run}:`, i), owner(i), "30000"]);
+    await measure("floor: release deleting the key (GET, EXISTS queue, DEL)", (i) => [
+      "EVALSHA", sha1(FLOOR_RELEASE), "2", ...K(`g${run}:`, i), owner(i), "del",
+    ], (r) => num(r) === 2);
     // ARGV as src/_protocol.ts builds them: acquire (owner, ms, attempt id, queue entry, queue ttl, publish command);
     // release (owner, fence retention ms, publish command, fence of the hold, attempt id to undo, queue entry).
     const fa = await measure("acquire.lua: free (uncontended acquire)", (i) => [
@@ -141,6 +163,16 @@ try {
     const m = (k: number) => String(r2(median(r.runs.map((x) => x[k]))));
     console.log(`| ${label} | ${m(0)} | ${m(1)} | ${m(2)} | ${m(3)} | ${r.names} |`);
   }
+  // One uncontended cycle (acquire + release), in Redis CPU: each run's pair, then the median over runs.
+  const cpu = (label: string) => rows.get(label)!.runs.map((x) => x[1]);
+  const pair = (a: string, b: string) => median(cpu(a).map((x, i) => x + cpu(b)[i]));
+  const raw = pair("raw: SET key token NX PX 10000 (free)", "raw: EVALSHA compare-and-delete (held)");
+  const floor = pair("floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)", "floor: release keeping the fence (GET, EXISTS queue, SET PX)");
+  const floorDel = pair("floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)", "floor: release deleting the key (GET, EXISTS queue, DEL)");
+  const ours = pair("acquire.lua: free (uncontended acquire)", "release.lua: last hold, no waiter (uncontended release)");
+  console.log(`\nUncontended cycle, Redis CPU µs (median over runs of acquire + release): raw ${r2(raw)}; ` +
+    `fenced floor ${r2(floor)} (${r2(floor / raw)}× raw; ${r2(floorDel)} = ${r2(floorDel / raw)}× deleting the key); ` +
+    `redlease ${r2(ours)} (${r2(ours / raw)}× raw, ${r2(ours / floor)}× the floor)`);
 } finally {
   await Promise.all([c.quit(), admin.quit(), sub.quit()].map((p) => p.catch(() => {})));
   await server.stop();
