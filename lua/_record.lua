@@ -15,9 +15,11 @@ local function record(v)
   if not v then return 0 end
   local f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$')
   if not f then
-    f = tonumber(v)
-    if not f then error({ err = 'ERR redlease: the lease key holds a value that is not a lease record' }) end
-    return f
+    -- A kept fence: digits only, at most 16 (microseconds since 1970 until the year 2286).
+    if #v > 16 or not string.find(v, '^%d+$') then
+      error({ err = 'ERR redlease: the lease key holds a value that is not a lease record' })
+    end
+    return tonumber(v)
   end
   return tonumber(f), a, tonumber(c), tonumber(by), o
 end
@@ -33,8 +35,10 @@ local function next_fence(last, now)
 end
 
 local function held(f, a, c, by, o)
-  if by then return string.format('%d:%s:%d:%d:%s', f, a, c, by, o) end
-  return string.format('%d:%s:%d::%s', f, a, c, o)
+  -- Joined with `..`: string.format's %s would cut an owner at a NUL byte.
+  local rec = string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':'
+  if by then rec = rec .. string.format('%d', by) end
+  return rec .. ':' .. o
 end
 
 -- free(h, f, retain): the lease is free; keep its fence for `retain` ms (a fence taken from the clock after

@@ -66,9 +66,6 @@ for (const file of names) {
     JSON.stringify(source)
   },\n};\n\n`;
 }
-body += `export const ALL_SCRIPTS: readonly Script[] = [${
-  names.map((f) => f.replace(/\.lua$/, "").replace(/_(\w)/g, (_, c: string) => c.toUpperCase())).join(", ")
-}];\n`;
 
 if (process.argv.includes("--check")) {
   let current = "";

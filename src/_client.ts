@@ -129,8 +129,15 @@ export class ClientState implements Target {
     // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
     const abort = bound && this.driver.abortable ? new AbortController() : undefined;
     // Once the caller has given up (its bound passed or its signal aborted) nothing more is sent for this call: the
-    // caller's undo may already be on its way, and a command sent after it would run after it.
-    const stop = bound && (() => performance.now() >= bound.until || bound.signal?.aborted === true);
+    // caller's undo may already be on its way, and a command sent after it would run after it. The call then fails
+    // as its bound would have failed it.
+    const ms = bound && Math.max(0, Math.round(bound.until - performance.now()));
+    const stop = bound && (() =>
+      bound.signal?.aborted
+        ? bound.signal.reason
+        : performance.now() >= bound.until
+        ? new RedisTimeoutError(bound.name, ms!)
+        : undefined);
     const p = this.#send(script, keys, args, abort?.signal, stop);
     if (!this.#checked) {
       this.#checked = true;
@@ -149,23 +156,27 @@ export class ClientState implements Target {
    * EVALSHAs again instead, so concurrent first calls send the text once. It only waits, never takes that send's
    * outcome: a send carrying another caller's signal can cost it a round trip when aborted, never fail it.
    * TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s. Nothing is sent again once
-   * `stop()` says the caller has given up: the call then fails with the error that would have been retried.
+   * `stop()` returns an error (the caller has given up): the call fails with it.
    */
   #send(
     script: Script,
     keys: string[],
     args: string[],
     signal?: AbortSignal,
-    stop?: () => boolean,
+    stop?: () => unknown,
     t = { tries: 0, waits: 0, own: false },
   ): Promise<unknown> {
     const d = this.driver, { sha, source } = script, seen = this.#sent.get(sha);
     return d.evalScript(sha, keys, args, signal).catch(async (e: unknown) => {
-      const again = () => stop?.() ? Promise.reject(e) : this.#send(script, keys, args, signal, stop, t);
+      const again = () => {
+        const stopped = stop?.();
+        return stopped ? Promise.reject(stopped) : this.#send(script, keys, args, signal, stop, t);
+      };
       if (!t.own && errorCode(e) === "NOSCRIPT") {
         const last = this.#sent.get(sha);
         if (last && last !== seen && t.waits++ < 8) return last.then(again);
-        if (stop?.()) throw e;
+        const stopped = stop?.();
+        if (stopped) throw stopped;
         t.own = true;
         const text = d.evalSource ? d.evalSource(source, keys, args, signal) : d.loadScript(source, keys[0], signal);
         this.#sent.set(sha, text.catch(() => {}));

@@ -80,9 +80,12 @@ export interface AcquireArgs {
 export async function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
   const args = [a.owner, String(a.ms), a.attempt, a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish];
   const r = await st.run(ACQUIRE, [keys.hash, keys.queue], args, bound);
-  // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path).
-  if (typeof r === "string") return { fence: Number(r) };
-  if (typeof r === "number") return r > 0 ? { fence: r } : { retryMs: -1 - r };
+  // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path),
+  // and a client may return integers as strings too (ioredis stringNumbers): the sign tells them apart.
+  if (typeof r === "string" || typeof r === "number") {
+    const n = Number(r);
+    return n > 0 ? { fence: n } : { retryMs: -1 - n };
+  }
   const [busy, queuedAt, queuedNow] = r as number[];
   return { retryMs: -1 - Number(busy), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1 };
 }

@@ -102,10 +102,20 @@ export async function acquireRedlock(
   for (;;) {
     const t0 = performance.now();
     const attempt = attemptId();
+    // Per-node calls stop (send nothing more, e.g. after a NOSCRIPT) once the attempt is given up: its undo may be
+    // on its way, and a command sent after it would run after it and leave a lease nobody holds.
+    const gaveUp = new AbortController();
+    const giveUp = () => {
+      o.signal?.removeEventListener("abort", giveUp);
+      gaveUp.abort(o.signal?.reason);
+    };
+    o.signal?.addEventListener("abort", giveUp, { once: true });
+    const nodeBound = { until: bound.until, signal: gaveUp.signal, name: o.name };
     // Undo on every node that granted it or may have (no reply, or an error after sending): never leave a
     // minority holding it. A node that answered "busy" holds nothing of ours. Waited for only within the bound
     // (briefly after an abort); it completes on its own otherwise.
     const undo = async (rs?: unknown[]) => {
+      giveUp();
       const sent = group.all((st, i) =>
         typeof rs?.[i] === "number" && (rs[i] as number) <= 0
           ? Promise.resolve(0)
@@ -116,7 +126,7 @@ export async function acquireRedlock(
     };
     let replies: unknown[];
     try {
-      replies = await bounded(group.all((st) => acquireCall(st, keys, { owner, ms: o.ms, attempt })), bound);
+      replies = await bounded(group.all((st) => acquireCall(st, keys, { owner, ms: o.ms, attempt }, nodeBound)), bound);
     } catch (e) {
       await undo();
       if (o.signal?.aborted) throw o.signal.reason;
@@ -138,6 +148,7 @@ export async function acquireRedlock(
         const known = nodeFences.get(lease.hold);
         if (known) now.forEach((f, i) => (known[i] ??= f));
         else nodeFences.set(lease.hold, now);
+        o.signal?.removeEventListener("abort", giveUp); // a slow node may still grant it: part of this lease
         return lease;
       }
     }

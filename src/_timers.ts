@@ -43,9 +43,10 @@ const proc = (globalThis as { process?: { nextTick?(fn: () => void): void } }).p
 
 /** Run `fn` at `at` on the performance.now() clock (never earlier), on the shared timer. */
 export function schedule(at: number, fn: () => void): Due {
-  const d = { at, fn, i: pending.length };
+  // NaN would never be due, and (Math.min) would keep the timer from ever being armed again: run it at once.
+  const d = { at: at === at ? at : -Infinity, fn, i: pending.length };
   pending.push(d);
-  if (at < armedAt) arm(at);
+  if (d.at < armedAt) arm(d.at);
   return d;
 }
 

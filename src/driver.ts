@@ -21,7 +21,8 @@ export interface Driver {
   /**
    * `EVALSHA sha numkeys ...keys ...args` on the node that serves `keys[0]`. Must reject with an error whose
    * message starts with `NOSCRIPT` when the script is not cached there (redlease then sends it in full with
-   * `evalSource`, or loads it and retries once). Integer replies must resolve to numbers, arrays to arrays.
+   * `evalSource`, or loads it and retries once). Integer replies must resolve to numbers (or strings of digits), bulk strings to
+   * strings (not buffers), arrays to arrays.
    * redlease bounds every call by the caller's deadline and signal whatever the driver does; a driver that sets
    * `abortable` also receives a `signal` that aborts when redlease stops waiting, and should stop its request then.
    */

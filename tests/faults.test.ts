@@ -6,7 +6,9 @@ import assert from "node:assert/strict";
 import { createServer, type Server, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { createClient } from "redis";
-import { acquire, inspect, type Lease, type LeaseLostError, LockTimeoutError, release } from "../mod.ts";
+import { Redis as IORedis } from "ioredis";
+import { acquire, type Driver, inspect, type Lease, type LeaseLostError, LockTimeoutError, release } from "../mod.ts";
+import { ioredis } from "../src/adapters/ioredis.ts";
 import { redlock } from "../src/redlock.ts";
 import { upstash } from "../src/adapters/http.ts";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
@@ -494,6 +496,74 @@ describe("the fault contract: review findings", () => {
       assert.deepEqual((await inspect(ownAdmin, y)).owners, [], "nobody holds the name the aborted call asked for");
     } finally {
       await own.stop();
+    }
+  });
+
+  test("Redlock: a master's acquire is never sent again after the attempt's undo", async () => {
+    // Master 0 has the release script but not the acquire script (a restarted master that holders have since
+    // released on) and is slow: the attempt fails by its node timeout and sends its undo. The acquire's NOSCRIPT
+    // comes back afterwards; sending the acquire in full then would leave a lease on master 0 that nobody holds.
+    const srvs = await Promise.all([0, 1, 2].map(() => startRedis(["--enable-debug-command", "yes"])));
+    try {
+      const a = await Promise.all(srvs.map((s) => s.client()));
+      const name = fresh();
+      await acquire(await srvs[1].client(), name, { leaseMs: 20_000 }); // held elsewhere on masters 1 and 2
+      await acquire(await srvs[2].client(), name, { leaseMs: 20_000 });
+      await a[0].sendCommand(["SCRIPT", "FLUSH"]);
+      await a[0].sendCommand(["SCRIPT", "LOAD", RELEASE.source]);
+      const stall = await srvs[0].client();
+      const sleeping = stall.sendCommand(["DEBUG", "SLEEP", "0.3"]);
+      await sleep(10);
+      const r = await settled(acquire(redlock(a), name, { waitMs: 0, nodeTimeoutMs: 20, owner: "me" }));
+      assert.ok(r.error instanceof LockTimeoutError, String(r.error));
+      await sleeping;
+      await sleep(200);
+      assert.equal(await a[0].get(`redlease:{${name}}`), null, "nothing left on master 0");
+    } finally {
+      await Promise.all(srvs.map((s) => s.stop()));
+    }
+  });
+
+  test("a call that gives up while waiting for a script's text fails by its bound, never with NOSCRIPT", async () => {
+    const c = await srv.client();
+    await c.sendCommand(["SCRIPT", "FLUSH"]);
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const driver: Driver = {
+      evalScript: (sha, keys, args) => c.sendCommand(["EVALSHA", sha, String(keys.length), ...keys, ...args]),
+      // The EVAL reply is held back (a slow link), and comes in just after the waiting call's bound.
+      evalSource: async (src, keys, args) => {
+        const r = await c.sendCommand(["EVAL", src, String(keys.length), ...keys, ...args]);
+        await gate;
+        return r;
+      },
+      loadScript: async (src) => String(await c.sendCommand(["SCRIPT", "LOAD", src])),
+    };
+    const t0 = performance.now();
+    const x = acquire(driver, fresh(), { waitMs: 5_000 });
+    const y = settled(acquire(driver, fresh(), { waitMs: 0 })); // bound: t0 + 250 ms
+    setTimeout(() => {
+      while (performance.now() < t0 + 260) { /* the event loop is busy across Y's bound */ }
+      open();
+    }, 240);
+    await release(await x);
+    const r = await y;
+    assert.ok(r.error instanceof LockTimeoutError, `rejected with ${r.error}`);
+  });
+
+  test("a client that returns integers as strings (ioredis stringNumbers) never reads 'busy' as a grant", async () => {
+    const name = fresh();
+    await acquire(admin, name, { leaseMs: 30_000 });
+    const io = new IORedis(srv.port, "127.0.0.1", { stringNumbers: true });
+    try {
+      const driver = ioredis(io);
+      await assert.rejects(acquire(driver, name, { waitMs: 0 }), LockTimeoutError);
+      await assert.rejects(acquire(driver, name, { waitMs: 300 }), LockTimeoutError);
+      const lease = await acquire(driver, fresh());
+      assert.ok(lease.fence > 0);
+      assert.equal(await release(lease), true);
+    } finally {
+      io.disconnect();
     }
   });
 

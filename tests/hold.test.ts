@@ -6,6 +6,7 @@ import type { Bound } from "../src/_client.ts";
 import { type Clock, drift, grant, type Hold, type LeaseImpl, releaseHandle, type Target } from "../src/_hold.ts";
 import { keysOf } from "../src/_protocol.ts";
 import type { LeaseLostError } from "../src/errors.ts";
+import { cancel, schedule } from "../src/_timers.ts";
 import { Waiter } from "../src/_waiter.ts";
 
 /** Time that moves only when the test says so; timers fire in order as it passes them. */
@@ -214,5 +215,18 @@ describe("Waiter (fake time)", () => {
     assert.equal(w.recheckAt, 5_000);
     assert.equal(w.state, "queued");
     assert.equal(woken, 1);
+  });
+});
+
+describe("the shared timer", () => {
+  test("an entry due at NaN runs at once, and does not keep later entries from running", async () => {
+    const ran: string[] = [];
+    const t0 = performance.now();
+    const never = schedule(t0 + 60_000, () => ran.push("never"));
+    schedule(Number.NaN, () => ran.push("nan"));
+    schedule(t0 + 30, () => ran.push("later"));
+    await new Promise((r) => setTimeout(r, 300));
+    cancel(never);
+    assert.deepEqual(ran, ["nan", "later"]);
   });
 });

@@ -243,7 +243,30 @@ describe("leases on one Redis", () => {
     await assert.rejects(acquire(a, name), /WRONGTYPE/);
     await a.set(`redlease:{${name}}`, "not a lease record");
     await assert.rejects(acquire(a, name), /not a lease record/);
+    // Not even a number-like value that is not a kept fence (digits only): never read as a free lease.
+    for (const v of ["nan", "-5", "1.5", "0x10", " 7", "1e3", "99999999999999999999"]) {
+      await a.set(`redlease:{${name}}`, v);
+      await assert.rejects(acquire(a, name), /not a lease record/, v);
+      assert.equal(await a.get(`redlease:{${name}}`), v, `${v} left as it was`);
+    }
     await a.del(`redlease:{${name}}`);
+  });
+
+  test("an owner with a NUL byte is kept whole in the record, through re-entry and handoff", async () => {
+    const name = fresh();
+    const owner = "svc\u0000A";
+    const first = await acquire(a, name, { owner });
+    const again = await acquire(a, name, { owner }); // re-entry rewrites the record
+    await assert.rejects(acquire(b, name, { owner: "svc", waitMs: 0 }), LockTimeoutError, "'svc' is another owner");
+    assert.deepEqual((await inspect(a, name)).owners, [{ owner, holds: 2 }]);
+    const waiter = acquire(b, name, { owner: "q\u0000", waitMs: 5_000 });
+    await sleep(50);
+    assert.equal(await release(again), true);
+    assert.equal(await release(first), true); // handed to the waiter
+    const next = await waiter;
+    assert.deepEqual((await inspect(a, name)).owners, [{ owner: "q\u0000", holds: 1 }]);
+    assert.equal(await extend(next), true, "the grant's owner is whole, so its claim succeeds");
+    assert.equal(await release(next), true);
   });
 
   test("a custom prefix keeps keys apart", async () => {
