@@ -23,7 +23,7 @@ async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
 
 /**
  * A grant message on a waiter channel: "<attempt id>:<fence>:<µs queued>:<µs granted>" (lua/_handoff.lua), the
- * attempt id being base64url (src/_acquire.ts, uniqueId). Channel names do not match (they end in a client id).
+ * attempt id being base64url (src/_protocol.ts, attemptId). Channel names do not match (they end in a client id).
  */
 export const GRANT_MESSAGE = /[A-Za-z0-9_-]{16,}:[1-9][0-9]*:[0-9]+:[0-9]+\r\n/;
 

@@ -14,6 +14,7 @@ import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts
 import {
   type Acquired,
   acquireCall,
+  attemptId,
   channelOf,
   extendCall,
   keysOf,
@@ -27,22 +28,6 @@ import { fail, type Resolved } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
 import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
-
-
-let idPrefix: string | undefined;
-let idCount = 0;
-
-/**
- * A new id for an acquire attempt or a default owner: unique per call, across clients and processes, since Redis
- * records it (hold owners, queue entries, undo). 96 random bits drawn once per module instance (16 characters of
- * base64url, so never `:` or `|`), plus a counter: as unique as a random UUID per call, without drawing and
- * formatting one on every call, and shorter on the wire.
- */
-export function uniqueId(): string {
-  idPrefix ??= btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(12))))
-    .replaceAll("+", "-").replaceAll("/", "_");
-  return idPrefix + (++idCount).toString(36);
-}
 
 /** The owner string of a Lease handle from this library. */
 export function ownerOf(lease: Lease): string | undefined {
@@ -103,7 +88,7 @@ class Attempt {
   readonly st: ClientState;
   readonly keys: LeaseKeys;
   owner: string;
-  id = uniqueId();
+  id = attemptId();
   readonly start = performance.now();
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
   readonly deadline: number;
@@ -112,7 +97,7 @@ class Attempt {
   constructor(client: RedisLike, readonly o: Resolved) {
     this.st = stateOf(client);
     this.keys = keysOf(o.prefix, o.name);
-    this.owner = o.owner ?? uniqueId();
+    this.owner = o.owner ?? attemptId();
     this.deadline = this.start + o.waitMs;
     this.bound = { until: this.deadline + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
   }
@@ -162,8 +147,8 @@ class Attempt {
    */
   async restart(): Promise<void> {
     await Promise.race([this.#lateUndo, nap(Math.max(0, Math.min(this.deadline - performance.now(), 1_000)), undefined)]);
-    this.id = uniqueId();
-    if (this.o.owner === undefined) this.owner = uniqueId();
+    this.id = attemptId();
+    if (this.o.owner === undefined) this.owner = attemptId();
   }
 
   granted(fence: number, deadline: number, claimAt?: number): Granted {

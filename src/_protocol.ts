@@ -37,9 +37,19 @@ export function channelOf(keys: LeaseKeys, clientId: string): string {
   return `${keys.hash}:w:${clientId}`;
 }
 
-/** A new attempt id: names one acquire call in Redis, so that its retries and its undo are recognised. */
+let idPrefix: string | undefined;
+let idCount = 0;
+
+/**
+ * A new id for an acquire attempt (it names one acquire call in Redis, so that its retries and its undo are
+ * recognised) or a default owner: unique per call, across clients and processes. 96 random bits drawn once per
+ * module instance (16 characters of base64url, so never `:` or `|`), plus a counter: as unique as a random UUID per
+ * call, without drawing and formatting one on every call, and shorter on the wire.
+ */
 export function attemptId(): string {
-  return crypto.randomUUID().replaceAll("-", "");
+  idPrefix ??= btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(12))))
+    .replaceAll("+", "-").replaceAll("/", "_");
+  return idPrefix + (++idCount).toString(36);
 }
 
 /** What a waiter puts in the queue: who to tell (client, attempt), and the grant it wants (lease, claim, owner). */

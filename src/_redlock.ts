@@ -94,7 +94,7 @@ export async function acquireRedlock(
 ): Promise<LeaseImpl> {
   const group = groupOf(clients, nodeTimeoutMs);
   const keys = keysOf(o.prefix, o.name);
-  const owner = o.owner ?? crypto.randomUUID();
+  const owner = o.owner ?? attemptId();
   const start = performance.now();
   const deadline = start + o.waitMs;
   // The whole call is bounded like a single-node acquire, whatever nodeTimeoutMs is.

@@ -259,7 +259,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     assert.equal(anon.code, 0, anon.stderr);
     const e2 = JSON.parse(anon.stdout);
     assert.equal(e2.name, `${name}-anon`);
-    assert.match(e2.owner, /^[A-Za-z0-9_-]{17,}$/, "a random owner id by default (src/_acquire.ts, uniqueId)");
+    assert.match(e2.owner, /^[A-Za-z0-9_-]{17,}$/, "a random owner id by default (src/_protocol.ts, attemptId)");
     assert.equal(e2.fence, String((await inspect(admin, `${name}-anon`)).fence));
   });
 
