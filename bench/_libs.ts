@@ -2,7 +2,7 @@
 // cold-start child can time the import itself and a pooled worker only loads what a round uses.
 import { createHash, randomUUID } from "node:crypto";
 
-export type LibId = "redlease" | "raw" | "redlock" | "sesame" | "semaphore" | "ring";
+export type LibId = "redlease" | "raw" | "redlock" | "sesame" | "semaphore" | "ring" | "fifo" | "redlease-io";
 
 /** The lock libraries (B1–B5). */
 export const LIBS: readonly LibId[] = ["redlease", "raw", "redlock", "sesame", "semaphore"];
@@ -14,6 +14,25 @@ export const LIBS: readonly LibId[] = ["redlease", "raw", "redlock", "sesame", "
  */
 export const FLOOR: LibId = "ring";
 
+/**
+ * Not a library: the least Redis work a fair (FIFO) notified lock can do, as a floor for B3's Redis CPU and gap.
+ * acquire = one script: SET NX PX, or RPUSH the worker's id to the queue and wait for a message on the worker's
+ * channel; release = one script: if GET = own id then LPOP the next id, SET it as the holder and PUBLISH to its
+ * channel, else DEL. No fence, no reentrancy, no expiry of queue entries (a dead waiter strands the lock for the
+ * lease TTL), no renewal: every guarantee redlease adds costs on top of this. B3 only.
+ */
+export const FAIR_FLOOR: LibId = "fifo";
+
+/**
+ * B1/B2 only: redlease on the peers' client. node-redis (redlease's, and raw's) writes the commands of one event-loop
+ * turn together and ioredis writes each at once, which overlaps the client's and Redis's work differently on few
+ * cores; this row tells that apart from redlease's own cost.
+ */
+export const ON_PEER_CLIENT: LibId = "redlease-io";
+
+/** The B3-only rows that are not libraries. */
+export const FLOORS: readonly LibId[] = [FLOOR, FAIR_FLOOR];
+
 /** Which libraries have a retry delay to tune (the others run one configuration). */
 export const TUNABLE: Record<LibId, boolean> = {
   redlease: false,
@@ -22,6 +41,8 @@ export const TUNABLE: Record<LibId, boolean> = {
   sesame: true,
   semaphore: true,
   ring: false,
+  fifo: false,
+  "redlease-io": false,
 };
 
 export const LABEL: Record<LibId, string> = {
@@ -31,6 +52,8 @@ export const LABEL: Record<LibId, string> = {
   sesame: "@sesamecare-oss/redlock",
   semaphore: "redis-semaphore Mutex",
   ring: "floor: pub/sub token ring (not a lock)",
+  fifo: "floor: minimal fair notified lock (FIFO, no fence)",
+  "redlease-io": "redlease on ioredis",
 };
 
 /** Lease / lock TTL used by every library that takes one, ms. */
@@ -48,6 +71,8 @@ export function settingsText(lib: LibId, tuned: boolean): string {
   switch (lib) {
     case "redlease":
       return `acquire(client, name, { waitMs: ${WAIT_MS} }) (watchdog mode: 30 s TTL renewed every 10 s), release(lease)`;
+    case "redlease-io":
+      return `as redlease, on an ioredis client (the peers' client) through ioredis() from redlease/ioredis`;
     case "raw":
       return `SET key token NX PX ${LEASE_MS}; while held, sleep ${RAW_POLL_MS} ms and retry, for up to ${WAIT_MS} ms; ` +
         `release: EVALSHA of "if GET == token then DEL"`;
@@ -66,6 +91,9 @@ export function settingsText(lib: LibId, tuned: boolean): string {
     case "ring":
       return `node-redis v4: each worker SUBSCRIBEs to ring:<its index>; "acquire" = wait for the token message, ` +
         `"release" = PUBLISH ring:<next index> <name>; worker 0 starts with the token`;
+    case "fifo":
+      return `node-redis v4, two EVALSHA per acquisition: acquire = ${JSON.stringify(FIFO_ACQUIRE)}, then wait for ` +
+        `a message on fifo:<worker id> unless granted; release = ${JSON.stringify(FIFO_RELEASE)}`;
   }
 }
 
@@ -86,6 +114,9 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   semaphore: /^(set|evalsha|eval|script\|.*)$/,
   // PUBLISH (and SUBSCRIBE at setup); no scripts.
   ring: /^(publish|subscribe|unsubscribe)$/,
+  // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls SET, RPUSH, GET, LPOP, PUBLISH, DEL.
+  "redlease-io": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
+  fifo: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
 };
 
 export interface Adapter {
@@ -109,6 +140,14 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const RAW_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 const RAW_RELEASE_SHA = createHash("sha1").update(RAW_RELEASE).digest("hex");
+
+// The minimal fair notified lock (see FAIR_FLOOR). KEYS: lock, queue; ARGV: worker id, lease ms (, name to publish).
+const FIFO_ACQUIRE = "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end " +
+  "redis.call('rpush', KEYS[2], ARGV[1]) return 0";
+const FIFO_RELEASE = "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end " +
+  "local n = redis.call('lpop', KEYS[2]) if n then redis.call('set', KEYS[1], n, 'PX', ARGV[2]) " +
+  "redis.call('publish', 'fifo:' .. n, ARGV[3]) else redis.call('del', KEYS[1]) end return 1";
+const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
 
 // deno-lint-ignore no-explicit-any
 type Any = any;
@@ -143,6 +182,24 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
           await c.connect();
           return {
             acquire: (name) => rl.acquire(c, name, { waitMs: WAIT_MS }),
+            release: async (h) => void await rl.release(h),
+            close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "redlease-io": {
+      const [rl, io] = await Promise.all([
+        import(redleaseUrl) as Promise<Any>,
+        import("../src/adapters/ioredis.ts"),
+        import("ioredis"),
+      ]);
+      return {
+        async connect(url) {
+          const c = await ioredisClient(url);
+          const d = io.ioredis(c);
+          return {
+            acquire: (name) => rl.acquire(d, name, { waitMs: WAIT_MS }),
             release: async (h) => void await rl.release(h),
             close: async () => void await c.quit(),
           };
@@ -235,6 +292,56 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
             },
             release: async (h) => void await pub.sendCommand(["PUBLISH", next, h as string]),
             close: async () => void await Promise.all([sub.quit(), pub.quit()]),
+          };
+        },
+      };
+    }
+    case "fifo": {
+      const { createClient } = await import("redis");
+      return {
+        async connect(url) {
+          const c = createClient({ url });
+          c.on("error", onError("node-redis"));
+          const sub = c.duplicate();
+          sub.on("error", onError("node-redis"));
+          await Promise.all([c.connect(), sub.connect()]);
+          await Promise.all([FIFO_ACQUIRE, FIFO_RELEASE].map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
+          const id = randomUUID(), acq = sha1(FIFO_ACQUIRE), rel = sha1(FIFO_RELEASE);
+          // A grant's message can overtake the acquire script's reply: count early grants per name.
+          const early = new Map<string, number>(), waiting = new Map<string, () => void>();
+          await sub.subscribe(`fifo:${id}`, (name) => {
+            const wake = waiting.get(name);
+            if (wake) {
+              waiting.delete(name);
+              wake();
+            } else early.set(name, (early.get(name) ?? 0) + 1);
+          });
+          const keys = (name: string) => [`fifo:{${name}}`, `fifo:{${name}}:q`];
+          return {
+            async acquire(name) {
+              const got = await c.sendCommand(["EVALSHA", acq, "2", ...keys(name), id, String(LEASE_MS)]);
+              if (got === 1) return name;
+              const e = early.get(name) ?? 0;
+              if (e > 0) {
+                early.set(name, e - 1);
+                return name;
+              }
+              return new Promise((resolve, reject) => {
+                const t = setTimeout(() => {
+                  waiting.delete(name);
+                  reject(new Error(`fifo: not granted within ${WAIT_MS} ms`));
+                }, WAIT_MS);
+                waiting.set(name, () => {
+                  clearTimeout(t);
+                  resolve(name);
+                });
+              });
+            },
+            release: async (h) => {
+              const name = h as string;
+              await c.sendCommand(["EVALSHA", rel, "2", ...keys(name), id, String(LEASE_MS), name]);
+            },
+            close: async () => void await Promise.all([sub.quit(), c.quit()]),
           };
         },
       };

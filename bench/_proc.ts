@@ -49,7 +49,12 @@ export class Worker {
   #pending: { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }[] = [];
 
   constructor(file: string, args: string[], readonly label: string, cwd: string) {
-    this.proc = spawn(process.execPath, ["--import", "tsx", file, ...args], { cwd, stdio: ["pipe", "pipe", "pipe"] });
+    // BENCH_WORKER_NODE_ARGS (space-separated), e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof": to profile the workers.
+    const extra = process.env.BENCH_WORKER_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
+    this.proc = spawn(process.execPath, [...extra, "--import", "tsx", file, ...args], {
+      cwd,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     this.exited = track(this.proc, label);
     createInterface({ input: this.proc.stdout! }).on("line", (line) => {
       if (line.startsWith("@@ ")) {

@@ -22,7 +22,7 @@ import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { gzipSync } from "node:zlib";
 import { createClient } from "redis";
-import { CLIENT_COMMANDS, FLOOR, LABEL, type LibId, LIBS, settingsText, TUNABLE, WAIT_MS } from "./_libs.ts";
+import { CLIENT_COMMANDS, FLOORS, LABEL, ON_PEER_CLIENT, type LibId, LIBS, settingsText, TUNABLE, WAIT_MS } from "./_libs.ts";
 import { killAllChildren, runOnce, Worker } from "./_proc.ts";
 import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./_report.ts";
 import { type Server, sleep, startRedis } from "./_server.ts";
@@ -91,7 +91,7 @@ const load3 = () => loadavg().map(r2);
 
 function variants(only: string[] | undefined): Variant[] {
   const out: Variant[] = [];
-  for (const lib of [...LIBS, FLOOR]) {
+  for (const lib of [...LIBS, ON_PEER_CLIENT, ...FLOORS]) {
     const add = (tuned: boolean) => {
       const id = tuned ? `${lib}@1ms` : lib;
       if (only && !only.includes(id) && !only.includes(lib)) return;
@@ -483,8 +483,9 @@ async function main() {
   const o = parseArgs(process.argv.slice(2));
   const vs = variants(o.only);
   if (vs.length === 0) throw new Error(`--only ${o.only?.join(",")} matches no library (${LIBS.join(", ")})`);
-  const libs = [...new Set(vs.map((v) => v.lib))].filter((l) => l !== FLOOR); // B1, B2, B5
-  const poolLibs = [...new Set(vs.map((v) => v.lib))];
+  const libs = [...new Set(vs.map((v) => v.lib))].filter((l) => !FLOORS.includes(l)); // B1, B2, B5
+  const b3vs = vs.filter((v) => v.lib !== ON_PEER_CLIENT); // B1/B2 only
+  const poolLibs = [...new Set(b3vs.map((v) => v.lib))];
   const t0 = performance.now();
   const cmdline = `node --import tsx bench/run.ts ${process.argv.slice(2).join(" ")}`.trim();
 
@@ -572,7 +573,7 @@ async function main() {
       }
     }
 
-    if (o.phases.includes("b3")) {
+    if (o.phases.includes("b3") && b3vs.length) {
       phase("b3");
       const maxW = Math.max(...o.ws);
       console.log(`\nB3 contended (one name, 1 ms critical section, ${o.b3Ms} ms window, pool of ${maxW} processes)`);
@@ -582,7 +583,7 @@ async function main() {
       // Unmeasured pass: every worker runs every variant once at W = max, so that no measured round pays for a
       // library's first use (JIT, lazily created objects) in a process.
       const tw = performance.now();
-      for (const v of vs) {
+      for (const v of b3vs) {
         try {
           await round({ ...o, b3Ms: o.quick ? 300 : 800 }, server, admin, pool, v, maxW, -1, true);
         } catch (e) {
@@ -593,7 +594,7 @@ async function main() {
       for (let rep = 0; rep < o.reps; rep++) {
         console.log(`  run ${rep + 1}/${o.reps}`);
         for (const W of o.ws) {
-          for (const v of rotate(vs, rep)) {
+          for (const v of rotate(b3vs, rep)) {
             try {
               run.b3.push(await round(o, server, admin, pool, v, W, rep));
             } catch (e) {
@@ -615,6 +616,7 @@ async function main() {
       console.log(`\nB5 cold start (fresh process each; SCRIPT FLUSH before each)`);
       const which: [string, LibId, string, boolean][] = [];
       for (const lib of libs) {
+        if (lib === ON_PEER_CLIENT) continue;
         which.push([lib, lib, url, false]);
         if (lib !== "redlease") continue;
         const src = pathToFileURL(join(root, "mod.ts")).href;

@@ -4,6 +4,7 @@
  * commandstats / cpu after. Prints; never asserts.
  *
  *   node --import tsx bench/scripts_cost.ts [N=20000] [runs=3]
+ *   USEC=1 node --import tsx bench/scripts_cost.ts      (also each command's usec per call)
  *
  * Each row is measured `runs` times (all rows, then again) and the median is printed.
  *
@@ -43,7 +44,28 @@ const FLOOR_ACQUIRE = "local t = redis.call('TIME') local f = t[1] .. t[2] " +
 const FLOOR_RELEASE = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
   "if o ~= ARGV[1] then return 0 end if redis.call('EXISTS', KEYS[2]) == 1 then return 3 end " +
   "if ARGV[2] == 'del' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) end return 2";
-for (const s of [CAD, NOOP, FLOOR_ACQUIRE, FLOOR_RELEASE, ACQUIRE.source, RELEASE.source]) {
+// Contended, the least a fair (FIFO) notified lock does: the waiter joins a list, the release pops the next one,
+// makes it the holder and PUBLISHes to it (bench/_libs.ts runs this lock in B3 as its fair floor).
+const FIFO_QUEUE = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end " +
+  "redis.call('RPUSH', KEYS[2], ARGV[1]) return 0";
+const FIFO_HANDOFF = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end " +
+  "local n = redis.call('LPOP', KEYS[2]) if n then redis.call('SET', KEYS[1], n, 'PX', ARGV[2]) " +
+  "redis.call('PUBLISH', KEYS[1] .. ':w', n) return 3 else redis.call('DEL', KEYS[1]) end return 2";
+// The same with what redlease's guarantees need of Redis and nothing else: a fence from the server clock, a queue
+// whose entries expire (a sorted set by time queued, with a TTL), the holder's remaining time for the waiter, and
+// a grant message that says when it was queued and granted (for the waiter's local deadline).
+const FAIR_QUEUE = "local t = redis.call('TIME') local f = t[1] .. t[2] " +
+  "local v = redis.call('SET', KEYS[1], f .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2], 'GET') if not v then return f end " +
+  "local r = -1 - redis.call('PTTL', KEYS[1]) local c = redis.call('ZADD', KEYS[2], 'NX', f, ARGV[3]) " +
+  "redis.call('PEXPIRE', KEYS[2], ARGV[4]) return { r, f, c }";
+const FAIR_HANDOFF = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
+  "if o ~= ARGV[1] then return 0 end local top = redis.call('ZPOPMIN', KEYS[2]) " +
+  "if not top[1] then redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) return 2 end " +
+  "local c, w, rest = string.match(top[1], '^([^|]*)|([^|]*)|(.*)$') local t = redis.call('TIME') " +
+  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) local g = tonumber(f) + 1 if now > g then g = now end " +
+  "g = string.format('%d', g) redis.call('PUBLISH', KEYS[1] .. ':w:' .. c, w .. ':' .. g .. ':' .. top[2] .. " +
+  "':' .. string.format('%d', now)) redis.call('SET', KEYS[1], g .. ':' .. rest, 'PX', ARGV[2]) return 3";
+for (const s of [CAD, NOOP, FLOOR_ACQUIRE, FLOOR_RELEASE, ACQUIRE.source, RELEASE.source, FIFO_QUEUE, FIFO_HANDOFF, FAIR_QUEUE, FAIR_HANDOFF]) {
   await c.sendCommand(["SCRIPT", "LOAD", s]);
 }
 
@@ -89,7 +111,7 @@ async function measure(
     inner.reduce((s, [, v]) => s + v.calls, 0) / N,
     inner.reduce((s, [, v]) => s + v.usec, 0) / N,
   ]);
-  row.names = inner.map(([k, v]) => `${k} ${r2(v.calls / N)}`).join(", ") || "–";
+  row.names = inner.map(([k, v]) => `${k} ${r2(v.calls / N)}` + (process.env.USEC ? ` (${r2(v.usec / N)})` : "")).join(", ") || "–";
   rows.set(label, row);
   return replies;
 }
@@ -147,6 +169,36 @@ try {
     await measure("release.lua: last hold, hand over to the queued waiter", (i) => [
       "EVALSHA", RELEASE.sha, "2", ...K(`b${run}:`, i), owner(i), "10000", "PUBLISH", String(fb[i]), "", "",
     ], (r) => num(r) === 3);
+    // B3's usual case: the lease was handed over and its new holder has not claimed it (it releases first), when
+    // the previous holder queues again.
+    const third = (i: number) => waiter(i).replace("2222-4222-8222", "3333-4333-8333");
+    const fc = await all((i) => [
+      "EVALSHA", ACQUIRE.sha, "2", ...K(`c${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
+    ]);
+    await all((i) => [
+      "EVALSHA", ACQUIRE.sha, "2", ...K(`c${run}:`, i), waiter(i), "30000", wid(i),
+      `${cid}|${wid(i)}|30000|30000|${waiter(i)}`, "30000", "PUBLISH",
+    ]);
+    await all((i) => ["EVALSHA", RELEASE.sha, "2", ...K(`c${run}:`, i), owner(i), "10000", "PUBLISH", String(fc[i]), "", ""]);
+    await measure("acquire.lua: handed over, not yet claimed, queue another waiter", (i) => [
+      "EVALSHA", ACQUIRE.sha, "2", ...K(`c${run}:`, i), third(i), "30000", `t${wid(i)}`,
+      `${cid}|t${wid(i)}|30000|1000|${third(i)}`, "30000", "PUBLISH",
+    ], (r) => Array.isArray(r) && num(r[0]) < 0);
+    // The fair floors, the same way: hold, queue a waiter, hand over.
+    await all((i) => ["SET", K(`l${run}:`, i)[0], owner(i), "PX", "30000"]);
+    await measure("floor, fair: queue the waiter (SET NX PX, RPUSH)", (i) => [
+      "EVALSHA", sha1(FIFO_QUEUE), "2", ...K(`l${run}:`, i), waiter(i), "30000",
+    ], (r) => num(r) === 0);
+    await measure("floor, fair: hand over (GET, LPOP, SET PX, PUBLISH)", (i) => [
+      "EVALSHA", sha1(FIFO_HANDOFF), "2", ...K(`l${run}:`, i), owner(i), "30000",
+    ], (r) => num(r) === 3);
+    await all((i) => ["SET", K(`s${run}:`, i)[0], `1:${owner(i)}`, "PX", "30000"]);
+    await measure("floor, fair + fenced + expiring queue: queue the waiter (TIME, SET NX PX GET, PTTL, ZADD NX, PEXPIRE)", (i) => [
+      "EVALSHA", sha1(FAIR_QUEUE), "2", ...K(`s${run}:`, i), waiter(i), "30000", entry(i), "30000",
+    ], (r) => Array.isArray(r) && num(r[0]) < 0);
+    await measure("floor, fair + fenced + expiring queue: hand over (GET, ZPOPMIN, TIME, PUBLISH, SET PX)", (i) => [
+      "EVALSHA", sha1(FAIR_HANDOFF), "2", ...K(`s${run}:`, i), owner(i), "30000",
+    ], (r) => num(r) === 3);
     await measure(
       "PUBLISH to a live subscriber (notification floor)",
       (i) => ["PUBLISH", `redlease:{p${run}:${i}}:w:${cid}`, `${wid(i)}:1:1:1`],
@@ -170,6 +222,15 @@ try {
   const floor = pair("floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)", "floor: release keeping the fence (GET, EXISTS queue, SET PX)");
   const floorDel = pair("floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)", "floor: release deleting the key (GET, EXISTS queue, DEL)");
   const ours = pair("acquire.lua: free (uncontended acquire)", "release.lua: last hold, no waiter (uncontended release)");
+  const fifo = pair("floor, fair: queue the waiter (SET NX PX, RPUSH)", "floor, fair: hand over (GET, LPOP, SET PX, PUBLISH)");
+  const fair = pair(
+    "floor, fair + fenced + expiring queue: queue the waiter (TIME, SET NX PX GET, PTTL, ZADD NX, PEXPIRE)",
+    "floor, fair + fenced + expiring queue: hand over (GET, ZPOPMIN, TIME, PUBLISH, SET PX)",
+  );
+  const handoff = pair("acquire.lua: held by another, queue the waiter", "release.lua: last hold, hand over to the queued waiter");
+  console.log(`\nContended handoff (a waiter queues, the holder hands over), Redis CPU µs: fair floor ${r2(fifo)}; ` +
+    `with the fence and an expiring queue ${r2(fair)} (${r2(fair / fifo)}× the fair floor); redlease ${r2(handoff)} ` +
+    `(${r2(handoff / fifo)}× the fair floor, ${r2(handoff / fair)}× the fenced one)`);
   console.log(`\nUncontended cycle, Redis CPU µs (median over runs of acquire + release): raw ${r2(raw)}; ` +
     `fenced floor ${r2(floor)} (${r2(floor / raw)}× raw; ${r2(floorDel)} = ${r2(floorDel / raw)}× deleting the key); ` +
     `redlease ${r2(ours)} (${r2(ours / raw)}× raw, ${r2(ours / floor)}× the floor)`);

@@ -8,21 +8,24 @@
 --   subscriber (PUBLISH returns 0) are dead and dropped. Returns the ms until the unclaimed grant lapses (claim
 --   window or lease) and the fence when handed over; otherwise false when nobody live was queued, and then the
 --   fence to keep (dead entries consume fences).
--- @include _record.lua
+-- It stands alone (release.lua, the contended path, includes nothing else): the server time, the next fence and
+-- the grant record are written out here as now_us(), next_fence() and held() in _record.lua write them.
 local function handoff(h, q, pub, last, self, top)
   while true do
     top = top or redis.call('ZPOPMIN', q)
     if not top[1] then return false, last end
     local cid, wid, ms, cms, owner = string.match(top[1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
     if wid == self then return 'self', last end
-    local now = now_us()
-    local f = next_fence(last, now)
-    local msg = string.format('%s:%d:%s:%d', wid, f, top[2], now)
-    if redis.call(pub, h .. ':w:' .. cid, msg) > 0 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local f = last + 1
+    if now > f then f = now end
+    local fs, ns = string.format('%d', f), string.format('%d', now)
+    if redis.call(pub, h .. ':w:' .. cid, wid .. ':' .. fs .. ':' .. top[2] .. ':' .. ns) > 0 then
       -- Unclaimed, it lasts until the claim window or the lease ends, whichever is first.
-      local window = math.min(tonumber(cms), tonumber(ms))
-      redis.call('SET', h, held(f, wid, 1, now + tonumber(cms) * 1000, owner), 'PX', ms)
-      return window, f
+      local by = string.format('%d', now + tonumber(cms) * 1000)
+      redis.call('SET', h, fs .. ':' .. wid .. ':1:' .. by .. ':' .. owner, 'PX', ms)
+      return math.min(tonumber(cms), tonumber(ms)), f
     end
     last = f
     top = nil

@@ -4,7 +4,8 @@
 --         may hold any character). The attempt id names the acquire call that took the current hold (so a retry
 --         or an undo of that call is recognised); a claim deadline is present while a handed-over grant has not
 --         been claimed by its waiter yet.
---   free  "<fence>": the last fence, kept for a while after the final release (see free()).
+--   free  "<fence>": the last fence, kept for a while after the final release (a fence taken from the clock after
+--         that is larger anyway, and a burst of grants may have run the fence ahead of the clock).
 -- record(v): fence (number, 0 without a record), attempt id, holds (number), claim by (number or nil), owner
 --   (nil when free). Any other value is not ours: an error, never a free lease.
 -- now_us(): server time in microseconds.
@@ -41,8 +42,3 @@ local function held(f, a, c, by, o)
   return rec .. ':' .. o
 end
 
--- free(h, f, retain): the lease is free; keep its fence for `retain` ms (a fence taken from the clock after
--- that is larger anyway, and a burst of grants may have run the fence ahead of the clock).
-local function free(h, f, retain)
-  redis.call('SET', h, string.format('%d', f), 'PX', retain)
-end

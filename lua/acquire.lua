@@ -30,17 +30,30 @@ if not v then
   -- Free, but waiters are queued (their holder's lease expired): they go first.
   redis.call('DEL', h)
 end
-local now = tonumber(fresh)
--- @include _handoff.lua
-
+-- The reply to a caller that cannot have the lease now: try again in `retry` ms; a waiting caller joins the queue
+-- (or stays in it) and refreshes its TTL, and learns when it was queued.
 local function busy(retry)
   local r = -1 - retry
   if entry == '' then return r end
-  local tq, created = now, redis.call('ZADD', q, 'NX', now, entry)
+  local tq, created = fresh, redis.call('ZADD', q, 'NX', fresh, entry)
   if created == 0 then tq = redis.call('ZSCORE', q, entry) end
   redis.call('PEXPIRE', q, ARGV[5])
-  return { r, tonumber(tq), created }
+  return { r, tq, created }
 end
+
+-- Held by another owner, claimed or handed over and still within its claim window: the contended path, kept cheap
+-- as well (no number conversions but the claim deadline's, no closures but busy).
+if v then
+  local by, o = string.match(v, '^%d+:[^:]*:%d+:(%d*):(.*)$')
+  if o and o ~= owner and (by == '' or tonumber(by) >= tonumber(fresh)) then
+    local r = redis.call('PTTL', h)
+    if by ~= '' then r = math.min(r, math.floor((tonumber(by) - tonumber(fresh)) / 1000) + 1) end
+    return busy(r)
+  end
+end
+local now = tonumber(fresh)
+-- @include _record.lua
+-- @include _handoff.lua
 
 -- The lease has no owner: the head of the live queue goes first, then the caller.
 local function take_free(last)
@@ -64,23 +77,16 @@ if gowner == owner and gid == aid then
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return fence
 end
-if by then
-  if now > by then
-    -- Handed over but never claimed (its waiter is dead, partitioned or deaf): take it back, pass it on. An
-    -- unclaimed grant is its owner's only hold (a re-entry would have claimed it).
-    return take_free(fence)
-  elseif gowner ~= owner then
-    return busy(math.min(redis.call('PTTL', h), math.floor((by - now) / 1000) + 1))
-  end
+if by and now > by then
+  -- Handed over but never claimed (its waiter is dead, partitioned or deaf): take it back, pass it on. An
+  -- unclaimed grant is its owner's only hold (a re-entry would have claimed it).
+  return take_free(fence)
 end
-if gowner == owner then
-  -- Re-entry. Record this attempt, for its undo. If the owner's hold is a grant still to be claimed by its
-  -- waiter, the owner is evidently alive: that claims it, and the record keeps the waiter's attempt id so that
-  -- its own re-check still finds its grant (holds are counted per owner, so a claim window on a shared count
-  -- could otherwise take back another attempt's hold).
-  redis.call('SET', h, held(fence, by and gid or aid, c + 1, nil, owner), 'KEEPTTL')
-  redis.call('PEXPIRE', h, ms, 'GT')
-  if entry ~= '' then redis.call('ZREM', q, entry) end
-  return fence
-end
-return busy(redis.call('PTTL', h))
+-- Re-entry (another owner's hold took the contended path above). Record this attempt, for its undo. If the
+-- owner's hold is a grant still to be claimed by its waiter, the owner is evidently alive: that claims it, and the
+-- record keeps the waiter's attempt id so that its own re-check still finds its grant (holds are counted per owner,
+-- so a claim window on a shared count could otherwise take back another attempt's hold).
+redis.call('SET', h, held(fence, by and gid or aid, c + 1, nil, owner), 'KEEPTTL')
+redis.call('PEXPIRE', h, ms, 'GT')
+if entry ~= '' then redis.call('ZREM', q, entry) end
+return fence

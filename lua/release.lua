@@ -20,23 +20,22 @@ local v = redis.call('GET', h)
 if not v then return 0 end
 local f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$')
 if o ~= ARGV[1] or (ARGV[4] ~= '' and f ~= ARGV[4]) or (ARGV[5] ~= '' and a ~= ARGV[5]) then return 0 end
-local top
-if c == '1' then
-  top = redis.call('ZPOPMIN', q)
-  if not top[1] then
-    -- The last hold, and nobody waits: keep the fence for a while (no number conversions, no closures here).
-    redis.call('SET', h, f, 'PX', ARGV[2])
-    return 2
-  end
-end
--- @include _handoff.lua
 if c ~= '1' then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
   if ARGV[5] ~= '' then a = '' end
-  redis.call('SET', h, held(tonumber(f), a, tonumber(c) - 1, tonumber(by), o), 'KEEPTTL')
+  redis.call('SET', h, f .. ':' .. a .. ':' .. (c - 1) .. ':' .. by .. ':' .. o, 'KEEPTTL')
   return 1
 end
+-- The last hold. No number conversions and no closures until a waiter is found.
+local top = redis.call('ZPOPMIN', q)
+if not top[1] then
+  -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
+  -- burst of grants may have run the fence ahead of the clock).
+  redis.call('SET', h, f, 'PX', ARGV[2])
+  return 2
+end
+-- @include _handoff.lua
 local r, last = handoff(h, q, ARGV[3], tonumber(f), nil, top)
 if r then return 3 end
-free(h, last, ARGV[2])
+redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2])
 return 2

@@ -209,8 +209,8 @@ export class ClientState implements Target {
       const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
       if (policy && policy !== "noeviction") {
         console.warn(
-          `redlease: this Redis evicts keys (maxmemory-policy ${policy}); lease keys have a TTL and may be evicted ` +
-            "under memory pressure, which frees a lease early. Use maxmemory-policy noeviction for leases.",
+          `redlease: this Redis may evict keys (maxmemory-policy ${policy}), which frees a lease early. ` +
+            "Use maxmemory-policy noeviction for leases.",
         );
       }
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
