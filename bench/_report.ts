@@ -58,6 +58,8 @@ export interface B3Rep {
   commands: CommandCounts;
   redisCpuUs: number;
   clientCpuUs: number;
+  /** Voluntary context switches of the workers per acquisition (absent in results from before it was counted). */
+  clientWakeups?: number;
   maxClockOffsetMs: number;
 }
 
@@ -177,6 +179,7 @@ interface B3Agg {
   commands: CommandCounts;
   redisCpuUs: number;
   clientCpuUs: number;
+  clientWakeups: number;
   acqPerSecRuns: number[];
 }
 
@@ -214,6 +217,7 @@ function aggregateB3(run: Run): B3Agg[] {
         commands: medianCounts(rows.map((r) => r.commands)),
         redisCpuUs: med(rows, (r) => r.redisCpuUs),
         clientCpuUs: med(rows, (r) => r.clientCpuUs),
+        clientWakeups: med(rows, (r) => r.clientWakeups ?? NaN),
         acqPerSecRuns: rows.map((r) => r.acqPerSec),
       });
     }
@@ -379,7 +383,9 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
         `client = the sum of those and Lua-internal = total − client. The split is cross-checked in B1 against the ` +
         `commands parsed from the bytes each client writes to its socket ("wire"). Per acquisition = over every ` +
         `acquisition of the window including the tail. Redis CPU = used_cpu_user + used_cpu_sys of redis-server; ` +
-        `client CPU = process.cpuUsage() of the benchmark process(es).`,
+        `client CPU = process.cpuUsage() of the benchmark process(es); client wake-ups (B3) = voluntary context ` +
+        `switches of the worker processes (process.resourceUsage()): each is a process woken from a wait by a reply, ` +
+        `a message or a timer.`,
     );
     md.push("");
     const rows: string[][] = [];
@@ -387,21 +393,24 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       const wire = Object.entries(u.wire).map(([k, v]) => `${k} ${v}`).join(", ");
       rows.push([
         label(u.lib), "B1 (W=1)", fmt(u.b1c.clientPerOp), fmt(u.b1c.totalPerOp), fmt(u.b1c.luaPerOp),
-        fmt(u.b1redis, 1), fmt(u.b1client, 1), `${describeCounts(u.b1c)}; wire: ${wire}`,
+        fmt(u.b1redis, 1), fmt(u.b1client, 1), "", `${describeCounts(u.b1c)}; wire: ${wire}`,
       ]);
       rows.push([
         label(u.lib), "B2 (64 loops)", fmt(u.b2c.clientPerOp), fmt(u.b2c.totalPerOp), fmt(u.b2c.luaPerOp),
-        fmt(u.b2redis, 1), fmt(u.b2client, 1), "",
+        fmt(u.b2redis, 1), fmt(u.b2client, 1), "", "",
       ]);
     }
     for (const a of b3) {
       rows.push([
         a.variant.label, `B3 W=${a.W}`, fmt(a.commands.clientPerOp), fmt(a.commands.totalPerOp), fmt(a.commands.luaPerOp),
-        fmt(a.redisCpuUs, 1), fmt(a.clientCpuUs, 1), describeCounts(a.commands),
+        fmt(a.redisCpuUs, 1), fmt(a.clientCpuUs, 1), fmt(a.clientWakeups), describeCounts(a.commands),
       ]);
     }
     md.push(table(
-      ["library", "phase", "client cmds", "total incl. Lua", "Lua-internal", "Redis CPU µs", "client CPU µs", "per-command calls / acquisition"],
+      [
+        "library", "phase", "client cmds", "total incl. Lua", "Lua-internal", "Redis CPU µs", "client CPU µs",
+        "client wake-ups", "per-command calls / acquisition",
+      ],
       rows,
     ));
     md.push("");

@@ -99,6 +99,8 @@ async function handle(req: any): Promise<unknown> {
       if (delay > 0) await sleep(delay);
       const stamps = startStamps(req.port);
       const cpu0 = process.cpuUsage();
+      // Voluntary context switches: each is the process waking from a wait (a reply, a message, a timer).
+      const vcs0 = process.resourceUsage().voluntaryContextSwitches;
       try {
         while (wall() < req.end) {
           const c = wall();
@@ -122,7 +124,8 @@ async function handle(req: any): Promise<unknown> {
       } finally {
         stamps.stop();
       }
-      return { recs, failures, firstError, cpuUs: cpuMicros(process.cpuUsage(cpu0)) };
+      const wakeups = process.resourceUsage().voluntaryContextSwitches - vcs0;
+      return { recs, failures, firstError, cpuUs: cpuMicros(process.cpuUsage(cpu0)), wakeups };
     }
     case "teardown":
       await ad?.close();

@@ -194,6 +194,33 @@ async function spawnPool(n: number, moduleUrl: string, libs: LibId[]): Promise<W
   return pool;
 }
 
+/**
+ * JIT warm-up, unmeasured: every worker of the pool contends in pairs, each pair on a name of its own, for `ms`.
+ * In a measured round at W = 32 each worker acquires only a few dozen times, so without this a library's contended
+ * path would still be running as cold (interpreted, unoptimised) code, and a library with more code to warm up
+ * would pay for that in the measured window instead of for its handoff. Not for the ring: its workers pass one
+ * token around channels named by seat, not by name.
+ */
+async function warmInPairs(o: Opts, server: Server, pool: Worker[], v: Variant, ms: number): Promise<void> {
+  const ws = pool.slice(0, pool.length - (pool.length % 2));
+  const setups = await Promise.all(
+    ws.map((w, i) =>
+      w.request({ op: "setup", lib: v.lib, tuned: v.tuned, url: server.url, seat: { index: i % 2, of: 2 } }, 60_000)
+    ),
+  );
+  const mine = skew();
+  setups.forEach((s, i) => ws[i].offset = s.skew - mine);
+  const name = `b3:jit:${v.id}:${randomBytes(3).toString("hex")}`;
+  const start = wall() + 100;
+  await Promise.all(ws.map((w, i) =>
+    w.request(
+      { op: "contend", name: `${name}:${i >> 1}`, start: start + w.offset, end: start + ms + w.offset, port: server.port },
+      ms + WAIT_MS + 30_000,
+    )
+  ));
+  await Promise.all(ws.map((w) => w.request({ op: "teardown" }, 10_000)));
+}
+
 async function round(
   o: Opts,
   server: Server,
@@ -246,7 +273,7 @@ async function round(
   await Promise.all(ws.map((w) => w.request({ op: "teardown" }, 10_000)));
 
   const all: { w: number; c: number; a: number; r: number; d: number; wr: number }[] = [];
-  let failures = 0, clientCpu = 0;
+  let failures = 0, clientCpu = 0, wakeups = 0;
   let firstError: string | undefined;
   replies.forEach((rp, i) => {
     const off = ws[i].offset;
@@ -263,6 +290,7 @@ async function round(
     }
     failures += rp.failures;
     clientCpu += rp.cpuUs;
+    wakeups += rp.wakeups ?? NaN;
     firstError ??= rp.firstError;
   });
   all.sort((x, y) => x.a - y.a);
@@ -323,6 +351,7 @@ async function round(
     commands: perOp(st.stats, n, CLIENT_COMMANDS[v.lib]),
     redisCpuUs: r2(st.redisCpuUs / n),
     clientCpuUs: r2(clientCpu / n),
+    clientWakeups: r2(wakeups / n),
     maxClockOffsetMs: r3(Math.max(...ws.map((w) => Math.abs(w.offset)))),
   };
   if (quiet) return res;
@@ -330,7 +359,7 @@ async function round(
     `  ${v.id.padEnd(15)} W=${String(W).padEnd(2)} ${String(res.acqPerSec).padStart(5)} acq/s  gap p50 ${res.gapP50Ms} ` +
       `p99 ${res.gapP99Ms} ms  same ${(res.sameWorkerShare * 100).toFixed(0)}%  fair ${res.minPerWorker}/` +
       `${res.maxPerWorker}  fail ${failures}  cmds ${res.commands.clientPerOp}/${res.commands.totalPerOp}  ` +
-      `redis ${res.redisCpuUs} µs  client ${res.clientCpuUs} µs  [load ${loadAvg[0]}]`,
+      `redis ${res.redisCpuUs} µs  client ${res.clientCpuUs} µs, ${res.clientWakeups} wake-ups  [load ${loadAvg[0]}]`,
   );
   if (firstError) console.log(`    first failure: ${firstError.slice(0, 200)}`);
   if (overlaps) console.log(`    ${overlaps} overlapping holds`);
@@ -585,12 +614,13 @@ async function main() {
       const tw = performance.now();
       for (const v of b3vs) {
         try {
+          if (v.lib !== "ring") await warmInPairs(o, server, pool, v, o.quick ? 1_000 : 2_000);
           await round({ ...o, b3Ms: o.quick ? 300 : 800 }, server, admin, pool, v, maxW, -1, true);
         } catch (e) {
           console.error(`  warm-up ${v.id}: ${String(e)}`);
         }
       }
-      console.log(`  warm-up pass (every variant at W=${maxW}, unmeasured) took ${((performance.now() - tw) / 1000).toFixed(1)} s`);
+      console.log(`  warm-up pass (every variant in pairs, then at W=${maxW}; unmeasured) took ${((performance.now() - tw) / 1000).toFixed(1)} s`);
       for (let rep = 0; rep < o.reps; rep++) {
         console.log(`  run ${rep + 1}/${o.reps}`);
         for (const W of o.ws) {

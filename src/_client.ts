@@ -4,7 +4,7 @@ import type { Script } from "./_scripts.ts";
 import type { Hold, Target } from "./_hold.ts";
 import { extendCall, parseMessage, releaseCall, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError, ReplicationError } from "./errors.ts";
-import { cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
+import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
 import { type Driver, isDriver } from "./driver.ts";
 
@@ -85,7 +85,6 @@ interface Channel {
   readonly ready: Promise<void>;
   /** Waiters plus holds that came through the queue: the subscription is kept while any remain. */
   refs: number;
-  drop: ReturnType<typeof setTimeout> | undefined;
 }
 
 const states = new WeakMap<object, ClientState>();
@@ -259,7 +258,7 @@ export class ClientState implements Target {
         const m = parseMessage(text);
         if (m) waiters.get(m.attempt)?.(m);
       };
-      ch = { waiters, listener, ready: driver.subscribe!(channel, listener), refs: 0, drop: undefined };
+      ch = { waiters, listener, ready: driver.subscribe!(channel, listener), refs: 0 };
       this.#channels.set(channel, ch);
     }
     const c = ch;
@@ -280,24 +279,24 @@ export class ClientState implements Target {
 
   /**
    * Keep `channel` subscribed until the returned function is called (once). When the last reference goes, the
-   * subscription is dropped one event-loop turn later, so a holder that releases and at once waits again (a
-   * contended loop) keeps its subscription instead of paying UNSUBSCRIBE + SUBSCRIBE per acquisition.
+   * subscription is dropped once the current microtasks have run, unless it is retained again by then: a holder
+   * that releases and at once waits again (a contended loop) keeps its subscription instead of paying UNSUBSCRIBE
+   * + SUBSCRIBE per acquisition. (Not a 0 ms timer: cleared, it would still wake the process when due, one
+   * needless wake-up per contended acquisition.)
    */
   retain(channel: string): () => void {
     const c = this.#channels.get(channel)!;
     c.refs++;
-    if (c.drop !== undefined) clearTimeout(c.drop);
-    c.drop = undefined;
     let done = false;
     return () => {
       if (done) return;
       done = true;
       if (--c.refs > 0) return;
-      c.drop = unrefTimeout(() => {
+      afterMicrotasks(() => {
         if (c.refs > 0 || this.#channels.get(channel) !== c) return;
         this.#channels.delete(channel);
         c.ready.then(() => this.driver.unsubscribe?.(channel, c.listener)).catch(() => {});
-      }, 0);
+      });
     };
   }
 }

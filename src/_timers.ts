@@ -41,6 +41,16 @@ let disarmQueued = false;
 /** Where there is one (Node, Bun, Deno 2), `process.nextTick` runs a callback once the current microtasks have run. */
 const proc = (globalThis as { process?: { nextTick?(fn: () => void): void } }).process;
 
+/**
+ * Run `fn` once the current microtasks have run (`process.nextTick`, where there is one), else on a 0 ms timer.
+ * Unlike a 0 ms timer that is then cleared, it never wakes a process that has gone to sleep meanwhile: in Node a
+ * cleared timer still wakes the event loop when it was due.
+ */
+export function afterMicrotasks(fn: () => void): void {
+  if (proc?.nextTick) proc.nextTick(fn);
+  else unrefTimeout(fn, 0);
+}
+
 /** Run `fn` at `at` on the performance.now() clock (never earlier), on the shared timer. */
 export function schedule(at: number, fn: () => void): Due {
   // NaN would never be due, and (Math.min) would keep the timer from ever being armed again: run it at once.
