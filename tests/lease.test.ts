@@ -252,6 +252,23 @@ describe("leases on one Redis", () => {
     await a.del(`redlease:{${name}}`);
   });
 
+  test("a queue member this library never writes is dropped on release and unlock, never taken for a waiter", async () => {
+    const name = fresh(), queue = `redlease:{${name}}:q`;
+    for (const end of ["release", "forceUnlock"] as const) {
+      const held = await acquire(a, name);
+      // Not "<client>|<attempt>|<ms>|<claim ms>|<owner>": no waiter to hand the lease to.
+      await a.zAdd(queue, [{ score: 1, value: "not-an-entry" }, { score: 2, value: "c|a|x|y|o" }]);
+      if (end === "release") assert.equal(await release(held), true);
+      else assert.equal(await forceUnlock(b, name), true);
+      const info = await inspect(b, name);
+      assert.deepEqual(info.owners, [], `${end}: the lease is free, not kept by its last holder`);
+      assert.equal(info.waiters, 0, `${end}: the foreign members are gone`);
+      const next = await acquire(b, name, { waitMs: 0 });
+      assert.ok(next.fence > held.fence);
+      await release(next);
+    }
+  });
+
   test("an owner with a NUL byte is kept whole in the record, through re-entry and handoff", async () => {
     const name = fresh();
     const owner = "svc\u0000A";
