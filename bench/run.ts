@@ -22,7 +22,7 @@ import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { gzipSync } from "node:zlib";
 import { createClient } from "redis";
-import { CLIENT_COMMANDS, FLOORS, LABEL, ON_PEER_CLIENT, type LibId, LIBS, settingsText, TUNABLE, WAIT_MS } from "./_libs.ts";
+import { CLIENT_COMMANDS, FLOORS, LABEL, ON_PEER_CLIENT, type Seat, type LibId, LIBS, settingsText, TUNABLE, WAIT_MS } from "./_libs.ts";
 import { killAllChildren, runOnce, Worker } from "./_proc.ts";
 import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./_report.ts";
 import { type Server, sleep, startRedis } from "./_server.ts";
@@ -194,6 +194,15 @@ async function spawnPool(n: number, moduleUrl: string, libs: LibId[]): Promise<W
   return pool;
 }
 
+/** Connect each worker of `ws` to the variant's library, and correct its clock offset onto ours. */
+async function setUp(server: Server, ws: Worker[], v: Variant, seat: (i: number) => Seat): Promise<void> {
+  const setups = await Promise.all(
+    ws.map((w, i) => w.request({ op: "setup", lib: v.lib, tuned: v.tuned, url: server.url, seat: seat(i) }, 60_000)),
+  );
+  const mine = skew();
+  setups.forEach((s, i) => ws[i].offset = s.skew - mine);
+}
+
 /**
  * JIT warm-up, unmeasured: every worker of the pool contends in pairs, each pair on a name of its own, for `ms`.
  * In a measured round at W = 32 each worker acquires only a few dozen times, so without this a library's contended
@@ -203,13 +212,7 @@ async function spawnPool(n: number, moduleUrl: string, libs: LibId[]): Promise<W
  */
 async function warmInPairs(o: Opts, server: Server, pool: Worker[], v: Variant, ms: number): Promise<void> {
   const ws = pool.slice(0, pool.length - (pool.length % 2));
-  const setups = await Promise.all(
-    ws.map((w, i) =>
-      w.request({ op: "setup", lib: v.lib, tuned: v.tuned, url: server.url, seat: { index: i % 2, of: 2 } }, 60_000)
-    ),
-  );
-  const mine = skew();
-  setups.forEach((s, i) => ws[i].offset = s.skew - mine);
+  await setUp(server, ws, v, (i) => ({ index: i % 2, of: 2 }));
   const name = `b3:jit:${v.id}:${randomBytes(3).toString("hex")}`;
   const start = wall() + 100;
   await Promise.all(ws.map((w, i) =>
@@ -233,13 +236,7 @@ async function round(
 ): Promise<B3Rep> {
   const ws = pool.slice(0, W);
   const loadAvg = load3();
-  const setups = await Promise.all(
-    ws.map((w, i) =>
-      w.request({ op: "setup", lib: v.lib, tuned: v.tuned, url: server.url, seat: { index: i, of: W } }, 60_000)
-    ),
-  );
-  const mine = skew();
-  setups.forEach((s, i) => ws[i].offset = s.skew - mine);
+  await setUp(server, ws, v, (i) => ({ index: i, of: W }));
   const name = `b3:${v.id}:${W}:${rep}:${randomBytes(3).toString("hex")}`;
   const budget = WAIT_MS + 30_000;
 

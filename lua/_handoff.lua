@@ -6,8 +6,8 @@
 --   Otherwise the first listening waiter is granted the lease, unclaimed, for its lease ms, and told by
 --   "<attempt id>:<fence>:<queued µs>:<granted µs>" on its client's channel. Entries whose client has no
 --   subscriber (PUBLISH returns 0) are dead and dropped, and so are members that are not such entries. Returns
---   the ms until the unclaimed grant lapses (claim window or lease) and the fence when handed over; otherwise false when nobody live was queued, and then the
---   fence to keep (dead entries consume fences).
+--   the ms until the unclaimed grant lapses (claim window or lease) and the fence when handed over; otherwise
+--   false when nobody live was queued, and then the fence to keep (dead entries consume fences).
 -- It stands alone (release.lua, the contended path, includes nothing else): the server time, the next fence and
 -- the grant record are written out here as now_us(), next_fence() and held() in _record.lua write them.
 local function handoff(h, q, pub, last, self, top)

@@ -45,10 +45,14 @@ end
 -- as well (no number conversions but the claim deadline's, no closures but busy).
 if v then
   local by, o = string.match(v, '^%d+:[^:]*:%d+:(%d*):(.*)$')
-  if o and o ~= owner and (by == '' or tonumber(by) >= tonumber(fresh)) then
-    local r = redis.call('PTTL', h)
-    if by ~= '' then r = math.min(r, math.floor((tonumber(by) - tonumber(fresh)) / 1000) + 1) end
-    return busy(r)
+  if o and o ~= owner then
+    -- µs left of an unclaimed grant's claim window (0 when claimed); past it, the slow path takes it back.
+    local left = by == '' and 0 or tonumber(by) - tonumber(fresh)
+    if left >= 0 then
+      local r = redis.call('PTTL', h)
+      if by ~= '' then r = math.min(r, math.floor(left / 1000) + 1) end
+      return busy(r)
+    end
   end
 end
 local now = tonumber(fresh)
