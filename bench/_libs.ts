@@ -2,7 +2,16 @@
 // cold-start child can time the import itself and a pooled worker only loads what a round uses.
 import { createHash, randomUUID } from "node:crypto";
 
-export type LibId = "redlease" | "raw" | "redlock" | "sesame" | "semaphore" | "ring" | "fifo" | "redlease-io";
+export type LibId =
+  | "redlease"
+  | "raw"
+  | "redlock"
+  | "sesame"
+  | "semaphore"
+  | "ring"
+  | "fifo"
+  | "redlease-io"
+  | "fenced";
 
 /** The lock libraries (B1–B5). */
 export const LIBS: readonly LibId[] = ["redlease", "raw", "redlock", "sesame", "semaphore"];
@@ -30,6 +39,18 @@ export const FAIR_FLOOR: LibId = "fifo";
  */
 export const ON_PEER_CLIENT: LibId = "redlease-io";
 
+/**
+ * Not a library: the least a fenced lease does uncontended, on node-redis as redlease uses it — two EVALSHA per
+ * cycle of the floor scripts that bench/scripts_cost.ts measures (acquire: TIME, SET NX PX GET, EXISTS queue;
+ * release: GET, check owner, EXISTS queue, SET the bare fence PX), a fresh owner per cycle and nothing else: no
+ * handle, no watchdog, no signal, no bounds. The floor for B1/B2 of any lock that gives a fence strictly
+ * increasing across release and expiry and keeps FIFO; its client work is raw's. B1/B2 only.
+ */
+export const FENCED_FLOOR: LibId = "fenced";
+
+/** The B1/B2-only rows: not run in B3 or B5. */
+export const UNCONTENDED_ONLY: readonly LibId[] = [ON_PEER_CLIENT, FENCED_FLOOR];
+
 /** The B3-only rows that are not libraries. */
 export const FLOORS: readonly LibId[] = [FLOOR, FAIR_FLOOR];
 
@@ -43,6 +64,7 @@ export const TUNABLE: Record<LibId, boolean> = {
   ring: false,
   fifo: false,
   "redlease-io": false,
+  fenced: false,
 };
 
 export const LABEL: Record<LibId, string> = {
@@ -54,6 +76,7 @@ export const LABEL: Record<LibId, string> = {
   ring: "floor: pub/sub token ring (not a lock)",
   fifo: "floor: minimal fair notified lock (FIFO, no fence)",
   "redlease-io": "redlease on ioredis",
+  fenced: "floor: minimal fenced lease (node-redis, 2 EVALSHA)",
 };
 
 /** Lease / lock TTL used by every library that takes one, ms. */
@@ -91,6 +114,9 @@ export function settingsText(lib: LibId, tuned: boolean): string {
     case "ring":
       return `node-redis v4: each worker SUBSCRIBEs to ring:<its index>; "acquire" = wait for the token message, ` +
         `"release" = PUBLISH ring:<next index> <name>; worker 0 starts with the token`;
+    case "fenced":
+      return `node-redis v4, two EVALSHA per cycle, a fresh owner each: acquire = ${JSON.stringify(FENCED_ACQUIRE)}, ` +
+        `release = ${JSON.stringify(FENCED_RELEASE)} (the floor scripts of bench/scripts_cost.ts)`;
     case "fifo":
       return `node-redis v4, two EVALSHA per acquisition: acquire = ${JSON.stringify(FIFO_ACQUIRE)}, then wait for ` +
         `a message on fifo:<worker id> unless granted; release = ${JSON.stringify(FIFO_RELEASE)}`;
@@ -117,6 +143,8 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls SET, RPUSH, GET, LPOP, PUBLISH, DEL.
   "redlease-io": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
   fifo: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
+  // EVALSHA (+ SCRIPT LOAD once). Lua calls TIME, SET, EXISTS, GET.
+  fenced: /^(evalsha|script\|.*)$/,
 };
 
 export interface Adapter {
@@ -147,6 +175,13 @@ const FIFO_ACQUIRE = "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]
 const FIFO_RELEASE = "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end " +
   "local n = redis.call('lpop', KEYS[2]) if n then redis.call('set', KEYS[1], n, 'PX', ARGV[2]) " +
   "redis.call('publish', 'fifo:' .. n, ARGV[3]) else redis.call('del', KEYS[1]) end return 1";
+// The minimal fenced lease (see FENCED_FLOOR). KEYS: lease, queue; ARGV: owner, ms.
+export const FENCED_ACQUIRE = "local t = redis.call('TIME') local f = t[1] .. t[2] " +
+  "if redis.call('SET', KEYS[1], f .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2], 'GET') then return 0 end " +
+  "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end return f";
+export const FENCED_RELEASE = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
+  "if o ~= ARGV[1] then return 0 end if redis.call('EXISTS', KEYS[2]) == 1 then return 3 end " +
+  "if ARGV[2] == 'del' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) end return 2";
 const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
 
 // deno-lint-ignore no-explicit-any
@@ -342,6 +377,35 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
               await c.sendCommand(["EVALSHA", rel, "2", ...keys(name), id, String(LEASE_MS), name]);
             },
             close: async () => void await Promise.all([sub.quit(), c.quit()]),
+          };
+        },
+      };
+    }
+    case "fenced": {
+      const { createClient } = await import("redis");
+      return {
+        async connect(url) {
+          const c = createClient({ url });
+          c.on("error", onError("node-redis"));
+          await c.connect();
+          await Promise.all([FENCED_ACQUIRE, FENCED_RELEASE].map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
+          const acq = sha1(FENCED_ACQUIRE), rel = sha1(FENCED_RELEASE);
+          return {
+            async acquire(name) {
+              const keys = [`fenced:{${name}}`, `fenced:{${name}}:q`], owner = randomUUID();
+              const deadline = performance.now() + WAIT_MS;
+              for (;;) {
+                const f = await c.sendCommand(["EVALSHA", acq, "2", ...keys, owner, String(LEASE_MS)]);
+                if (f !== 0) return [keys, owner];
+                if (performance.now() >= deadline) throw new Error(`fenced: not acquired within ${WAIT_MS} ms`);
+                await sleep(RAW_POLL_MS);
+              }
+            },
+            async release(h) {
+              const [keys, owner] = h as [string[], string];
+              await c.sendCommand(["EVALSHA", rel, "2", ...keys, owner, "10000"]);
+            },
+            close: async () => void await c.quit(),
           };
         },
       };

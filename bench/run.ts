@@ -22,7 +22,18 @@ import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { gzipSync } from "node:zlib";
 import { createClient } from "redis";
-import { CLIENT_COMMANDS, FLOORS, LABEL, ON_PEER_CLIENT, type Seat, type LibId, LIBS, settingsText, TUNABLE, WAIT_MS } from "./_libs.ts";
+import {
+  CLIENT_COMMANDS,
+  FLOORS,
+  LABEL,
+  type LibId,
+  LIBS,
+  type Seat,
+  settingsText,
+  TUNABLE,
+  UNCONTENDED_ONLY,
+  WAIT_MS,
+} from "./_libs.ts";
 import { killAllChildren, runOnce, Worker } from "./_proc.ts";
 import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./_report.ts";
 import { type Server, sleep, startRedis } from "./_server.ts";
@@ -91,7 +102,7 @@ const load3 = () => loadavg().map(r2);
 
 function variants(only: string[] | undefined): Variant[] {
   const out: Variant[] = [];
-  for (const lib of [...LIBS, ON_PEER_CLIENT, ...FLOORS]) {
+  for (const lib of [...LIBS, ...UNCONTENDED_ONLY, ...FLOORS]) {
     const add = (tuned: boolean) => {
       const id = tuned ? `${lib}@1ms` : lib;
       if (only && !only.includes(id) && !only.includes(lib)) return;
@@ -510,7 +521,7 @@ async function main() {
   const vs = variants(o.only);
   if (vs.length === 0) throw new Error(`--only ${o.only?.join(",")} matches no library (${LIBS.join(", ")})`);
   const libs = [...new Set(vs.map((v) => v.lib))].filter((l) => !FLOORS.includes(l)); // B1, B2, B5
-  const b3vs = vs.filter((v) => v.lib !== ON_PEER_CLIENT); // B1/B2 only
+  const b3vs = vs.filter((v) => !UNCONTENDED_ONLY.includes(v.lib)); // B1/B2 only
   const poolLibs = [...new Set(b3vs.map((v) => v.lib))];
   const t0 = performance.now();
   const cmdline = `node --import tsx bench/run.ts ${process.argv.slice(2).join(" ")}`.trim();
@@ -643,7 +654,7 @@ async function main() {
       console.log(`\nB5 cold start (fresh process each; SCRIPT FLUSH before each)`);
       const which: [string, LibId, string, boolean][] = [];
       for (const lib of libs) {
-        if (lib === ON_PEER_CLIENT) continue;
+        if (UNCONTENDED_ONLY.includes(lib)) continue;
         which.push([lib, lib, url, false]);
         if (lib !== "redlease") continue;
         const src = pathToFileURL(join(root, "mod.ts")).href;

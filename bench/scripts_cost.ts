@@ -19,6 +19,7 @@ import { createHash } from "node:crypto";
 import { loadavg } from "node:os";
 import { createClient } from "redis";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
+import { FENCED_ACQUIRE, FENCED_RELEASE } from "./_libs.ts";
 import { startRedis } from "./_server.ts";
 import { median, parseCommandStats, parseCpuMicros, r2 } from "./_stats.ts";
 
@@ -37,13 +38,10 @@ const NOOP = "return 0";
 // The least a fenced lease that keeps FIFO across expiry must do (what acquire.lua and release.lua do on their
 // uncontended paths, and nothing else): acquire reads the server time for the fence, creates the key with its TTL
 // (or finds it taken) and checks that nobody is queued; release reads the record, checks the owner, checks that
-// nobody is queued and keeps the fence (or deletes the key: the second release row).
-const FLOOR_ACQUIRE = "local t = redis.call('TIME') local f = t[1] .. t[2] " +
-  "if redis.call('SET', KEYS[1], f .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2], 'GET') then return 0 end " +
-  "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end return f";
-const FLOOR_RELEASE = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
-  "if o ~= ARGV[1] then return 0 end if redis.call('EXISTS', KEYS[2]) == 1 then return 3 end " +
-  "if ARGV[2] == 'del' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) end return 2";
+// nobody is queued and keeps the fence (or deletes the key: the second release row). B1/B2 run the same pair as
+// their `fenced` floor (bench/_libs.ts).
+const FLOOR_ACQUIRE = FENCED_ACQUIRE;
+const FLOOR_RELEASE = FENCED_RELEASE;
 // Contended, the least a fair (FIFO) notified lock does: the waiter joins a list, the release pops the next one,
 // makes it the holder and PUBLISHes to it (bench/_libs.ts runs this lock in B3 as its fair floor).
 const FIFO_QUEUE = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end " +

@@ -1,0 +1,90 @@
+/**
+ * Client-side cost of an uncontended acquire + release, without Redis: the library's own JavaScript per cycle and the
+ * bytes it allocates, measured against a Driver whose every reply is already resolved (the acquire script's fresh
+ * fence, then the release script's "freed"). It isolates what B2 cannot: there the client's work and Redis's take
+ * turns on the same cores, and run-to-run noise hides a change of a few percent. Prints; never asserts.
+ *
+ *   node --import tsx bench/client_cost.ts [tree=. …] [--cycles 100000] [--reps 9]
+ *
+ * Each tree given (a checkout of redlease: this one, or another commit's from `git worktree add /tmp/x <ref>`) has its
+ * mod.ts bundled by esbuild as the benchmark bundles it (so no loader's helpers are timed), and the bundles are
+ * measured in alternation in one process, so they share the machine's state; the median of the reps is printed.
+ * Allocation is sampled by V8's heap profiler (every 512 bytes, objects collected since included) over one rep.
+ */
+import { Session } from "node:inspector/promises";
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { build } from "esbuild";
+import type { Driver } from "../src/driver.ts";
+
+const args = process.argv.slice(2);
+const flag = (name: string, def: number) => {
+  const i = args.indexOf(name);
+  return i < 0 ? def : Number(args.splice(i, 2)[1]);
+};
+const CYCLES = flag("--cycles", 100_000), REPS = flag("--reps", 9);
+const trees = args.length ? args : ["."];
+const TMP = join(fileURLToPath(new URL(".", import.meta.url)), "results", "tmp");
+
+// deno-lint-ignore no-explicit-any
+type Lib = { acquire(d: Driver, name: string, o: object): Promise<any>; release(l: unknown): Promise<boolean> };
+
+let fence = 1_732_420_000_000_000;
+/** A driver that answers at once: a fresh fence (as a string, as Redis's reply is) to acquire, 2 ("freed") to release. */
+const driver = (): Driver => ({
+  // The release script's second argument is the fence record's retention (10000); acquire's is the lease ms.
+  evalScript: (_sha, _keys, a) => Promise.resolve(a[1] === "10000" ? 2 : String(++fence)),
+  loadScript: () => Promise.resolve(""),
+});
+
+async function cycles(lib: Lib, d: Driver, n: number): Promise<number> {
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) await lib.release(await lib.acquire(d, `n${i & 1023}`, { waitMs: 0 }));
+  return (performance.now() - t0) * 1000 / n;
+}
+
+mkdirSync(TMP, { recursive: true });
+const libs = await Promise.all(trees.map(async (tree, i) => {
+  const outfile = join(TMP, `client-cost-${i}.mjs`);
+  await build({
+    entryPoints: [join(resolve(tree), "mod.ts")],
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    outfile,
+    logLevel: "silent",
+  });
+  return { name: tree, lib: await import(pathToFileURL(outfile).href) as Lib, d: driver(), us: [] as number[], bytes: 0 };
+}));
+for (const l of libs) await cycles(l.lib, l.d, CYCLES); // warm-up: every path optimised before measuring
+for (let r = 0; r < REPS; r++) for (const l of (r % 2 ? [...libs].reverse() : libs)) l.us.push(await cycles(l.lib, l.d, CYCLES));
+
+const session = new Session();
+session.connect();
+await session.post("HeapProfiler.enable");
+for (const l of libs) {
+  await session.post("HeapProfiler.startSampling", {
+    samplingInterval: 512,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  await cycles(l.lib, l.d, CYCLES);
+  const { profile } = await session.post("HeapProfiler.stopSampling");
+  let total = 0;
+  const walk = (n: { selfSize: number; children: typeof n[] }): void => {
+    total += n.selfSize;
+    n.children.forEach(walk);
+  };
+  walk(profile.head as never);
+  l.bytes = total / CYCLES;
+}
+session.disconnect();
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+console.log(`acquire + release against an already-resolved driver, ${CYCLES} cycles × ${REPS} reps, Node ${process.version}`);
+for (const l of libs) {
+  console.log(`${l.name}: ${median(l.us).toFixed(2)} µs per cycle (reps ${l.us.map((x) => x.toFixed(2)).join(", ")}); ` +
+    `~${Math.round(l.bytes)} bytes allocated per cycle`);
+}
