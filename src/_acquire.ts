@@ -131,9 +131,9 @@ class Attempt {
   late: Error | undefined;
   #lateUndo: Promise<void> | undefined;
 
-  /** A grant from a reply to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
-  fromReply(fence: number, t0: number): LeaseImpl | undefined {
-    const lease = grant(this.st, this.granted(fence, t0 + this.o.ms - drift(this.o.ms)), this.o);
+  /** A grant from reply `r` to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
+  fromReply(r: { fence: number; fenceText?: string }, t0: number): LeaseImpl | undefined {
+    const lease = grant(this.st, this.granted(r.fence, t0 + this.o.ms - drift(this.o.ms), undefined, r.fenceText), this.o);
     if (lease) return lease;
     this.late = new Error(`the lease was granted, but its reply came after the lease ran out (${this.o.ms} ms)`);
     this.#lateUndo = this.undo();
@@ -151,8 +151,8 @@ class Attempt {
     if (this.o.owner === undefined) this.owner = attemptId();
   }
 
-  granted(fence: number, deadline: number, claimAt?: number): Granted {
-    return { keys: this.keys, name: this.o.name, owner: this.owner, fence, deadline, claimAt };
+  granted(fence: number, deadline: number, claimAt?: number, fenceText?: string): Granted {
+    return { keys: this.keys, name: this.o.name, owner: this.owner, fence, fenceText, deadline, claimAt };
   }
 
   /**
@@ -209,7 +209,7 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
     } catch (e) {
       throw await a.abandon(e);
     }
-    const lease = r.fence === undefined ? undefined : a.fromReply(r.fence, a.start);
+    const lease = r.fence === undefined ? undefined : a.fromReply(r, a.start);
     if (lease) w = { lease, wrote: true };
     else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? 0);
     else {
@@ -295,7 +295,7 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
       const t0 = performance.now();
       const r = await a.call(entry);
       if (r.fence !== undefined) {
-        const lease = a.fromReply(r.fence, t0);
+        const lease = a.fromReply(r, t0);
         if (lease) return took(lease, true);
         waiter.state = "queued"; // past its deadline when the reply came: undone, wait again
         continue;
@@ -341,7 +341,7 @@ async function waitPolling(a: Attempt, retryMs: number): Promise<Waited> {
       throw await a.abandon(e);
     }
     if (r.fence !== undefined) {
-      const lease = a.fromReply(r.fence, t0);
+      const lease = a.fromReply(r, t0);
       if (lease) return { lease, wrote: true };
       await a.restart();
     } else {

@@ -2,7 +2,7 @@
 // holds this client owns (one watchdog per held name and owner).
 import type { Script } from "./_scripts.ts";
 import type { Hold, Target } from "./_hold.ts";
-import { extendCall, parseMessage, releaseCall, type WaiterMessage } from "./_protocol.ts";
+import { extendCall, parseMessage, releaseHeld, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError, ReplicationError } from "./errors.ts";
 import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
@@ -27,35 +27,42 @@ export interface Bound {
 /**
  * Settle as `p` does, or reject when the bound passes (RedisTimeoutError) or its signal aborts (its reason),
  * whichever comes first; `abort` (when given) is aborted too, so an abortable driver stops waiting as well.
+ * `decode` maps the value inside the same step (a throw rejects), and `recover` may turn a rejection of `p` into
+ * another attempt: a script call is then one promise from the driver's reply to the caller's value.
  */
-export function bounded<T>(p: Promise<T>, b: Bound, abort?: AbortController): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const s = b.signal;
+export function bounded<T, R = T>(
+  p: Promise<T>,
+  b: Bound | undefined,
+  abort?: AbortController,
+  decode?: (v: T) => R,
+  recover?: (e: unknown) => Promise<T>,
+): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    const s = b?.signal;
     let due: Due | undefined;
-    const finish = () => {
+    const settle = (failed: boolean, v: unknown) => {
       if (due) cancel(due);
       s?.removeEventListener("abort", onAbort);
+      if (failed) {
+        abort?.abort(v);
+        return reject(v);
+      }
+      try {
+        resolve(decode ? decode(v as T) : v as R);
+      } catch (e) {
+        reject(e);
+      }
     };
-    const giveUp = (e: unknown) => {
-      finish();
-      abort?.abort(e);
-      reject(e);
-    };
-    const onAbort = () => giveUp(s!.reason);
-    if (s?.aborted) return giveUp(s.reason);
-    if (b.until !== Infinity) {
+    const onAbort = () => settle(true, s!.reason);
+    if (s?.aborted) return onAbort();
+    if (b && b.until !== Infinity) {
       const ms = Math.max(0, Math.round(b.until - performance.now()));
       // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
-      due = schedule(b.until, () => giveUp(new RedisTimeoutError(b.name, ms)));
+      due = schedule(b.until, () => settle(true, new RedisTimeoutError(b.name, ms)));
     }
     s?.addEventListener("abort", onAbort, { once: true });
-    p.then((v) => {
-      finish();
-      resolve(v);
-    }, (e) => {
-      finish();
-      reject(e);
-    });
+    const ok = (v: T) => settle(false, v), failed = (e: unknown) => settle(true, e);
+    p.then(ok, recover ? (e) => recover(e).then(ok, failed) : failed);
   });
 }
 
@@ -85,6 +92,22 @@ interface Channel {
   readonly ready: Promise<void>;
   /** Waiters plus holds that came through the queue: the subscription is kept while any remain. */
   refs: number;
+}
+
+/** One script call, for what follows when it fails (see ClientState#recover). */
+interface ScriptCall {
+  readonly script: Script;
+  readonly keys: string[];
+  readonly args: string[];
+  readonly signal: AbortSignal | undefined;
+  readonly bound: Bound | undefined;
+  /** The send of the script's text known when the latest EVALSHA left. */
+  seen?: Promise<unknown>;
+  /** When its first failure came: the time left from then is what a timeout's message reports. */
+  start?: number;
+  tries: number;
+  waits: number;
+  own: boolean;
 }
 
 const states = new WeakMap<object, ClientState>();
@@ -121,78 +144,74 @@ export class ClientState implements Target {
   }
 
   /**
-   * Run a script (see #send). The first call of a client is followed, never preceded, by the eviction check: the
-   * first lease waits for no round trip but its own.
+   * Run a script (see #send), bounded by `bound`, and `decode` its reply in the same step (the hot paths). The first call of a client is followed, never
+   * preceded, by the eviction check: the first lease waits for no round trip but its own.
    */
-  run(script: Script, keys: string[], args: string[], bound?: Bound): Promise<unknown> {
+  run<R = unknown>(script: Script, keys: string[], args: string[], bound?: Bound, decode?: (reply: unknown) => R): Promise<R> {
     // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
     const abort = bound && this.driver.abortable ? new AbortController() : undefined;
-    // Once the caller has given up (its bound passed or its signal aborted) nothing more is sent for this call: the
-    // caller's undo may already be on its way, and a command sent after it would run after it. The call then fails
-    // as its bound would have failed it.
-    const ms = bound && Math.max(0, Math.round(bound.until - performance.now()));
-    const stop = bound && (() =>
-      bound.signal?.aborted
-        ? bound.signal.reason
-        : performance.now() >= bound.until
-        ? new RedisTimeoutError(bound.name, ms!)
-        : undefined);
-    const p = this.#send(script, keys, args, abort?.signal, stop);
+    const call: ScriptCall = { script, keys, args, signal: abort?.signal, bound, tries: 0, waits: 0, own: false };
+    const r = bounded(this.#send(call), bound, abort, decode, (e) => this.#recover(e, call));
     if (!this.#checked) {
       this.#checked = true;
-      // A timer turn later, so that the caller has its reply (the lease) before INFO goes out.
+      // A timer turn after the call (its NOSCRIPT recovery included), so the caller has its lease before INFO goes out.
       const check = () => void unrefTimeout(() => void this.#checkEviction(keys[0]), 0);
-      p.then(check, check);
+      r.then(check, check);
     }
-    return bound ? bounded(p, bound, abort) : p;
+    return r;
   }
 
   /**
-   * EVALSHA. After NOSCRIPT (a server that never ran the script, a flush, restart or failover, a slot moved to
-   * another master) the script's text is sent, lazily and once: EVAL (`evalSource`), which runs this call and
-   * leaves the script cached, or else SCRIPT LOAD and EVALSHA again. When another call started sending the text
-   * after this call's EVALSHA left (the NOSCRIPT may predate that send), this call waits for that send to end and
-   * EVALSHAs again instead, so concurrent first calls send the text once. It only waits, never takes that send's
-   * outcome: a send carrying another caller's signal can cost it a round trip when aborted, never fail it.
-   * TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s. Nothing is sent again once
-   * `stop()` returns an error (the caller has given up): the call fails with it.
+   * EVALSHA; what follows its failure is `#recover`. After NOSCRIPT (a server that never ran the script, a flush,
+   * restart or failover, a slot moved to another master) the script's text is sent, lazily and once: EVAL
+   * (`evalSource`), which runs this call and leaves the script cached, or else SCRIPT LOAD and EVALSHA again. When
+   * another call started sending the text after this call's EVALSHA left (the NOSCRIPT may predate that send), this
+   * call waits for that send to end and EVALSHAs again instead, so concurrent first calls send the text once. It
+   * only waits, never takes that send's outcome: a send carrying another caller's signal can cost it a round trip
+   * when aborted, never fail it. TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s.
+   * Nothing is sent again once the caller has given up (its bound passed or its signal aborted): the caller's undo
+   * may already be on its way, and a command sent after it would run after it. The call then fails as its bound
+   * would have failed it.
    */
-  #send(
-    script: Script,
-    keys: string[],
-    args: string[],
-    signal?: AbortSignal,
-    stop?: () => unknown,
-    t = { tries: 0, waits: 0, own: false },
-  ): Promise<unknown> {
-    const d = this.driver, { sha, source } = script, seen = this.#sent.get(sha);
-    return d.evalScript(sha, keys, args, signal).catch(async (e: unknown) => {
-      const again = () => {
-        const stopped = stop?.();
-        return stopped ? Promise.reject(stopped) : this.#send(script, keys, args, signal, stop, t);
-      };
-      if (!t.own && errorCode(e) === "NOSCRIPT") {
-        const last = this.#sent.get(sha);
-        if (last && last !== seen && t.waits++ < 8) return last.then(again);
-        const stopped = stop?.();
-        if (stopped) throw stopped;
-        t.own = true;
-        const text = d.evalSource ? d.evalSource(source, keys, args, signal) : d.loadScript(source, keys[0], signal);
-        this.#sent.set(sha, text.catch(() => {}));
-        try {
-          const r = await text;
-          if (d.evalSource) return r;
-          if (r !== sha) throw new Error(`SCRIPT LOAD of ${script.name} returned ${r}, expected ${sha}`);
-          return again(); // loaded: a NOSCRIPT now fails the call
-        } catch (x) {
-          t.own = false; // TRYAGAIN: neither run nor cached, start over; anything else is thrown below
-          e = x;
-        }
+  #send(call: ScriptCall): Promise<unknown> {
+    call.seen = this.#sent.get(call.script.sha);
+    return this.driver.evalScript(call.script.sha, call.keys, call.args, call.signal);
+  }
+
+  async #recover(e: unknown, call: ScriptCall): Promise<unknown> {
+    const d = this.driver, { script: { sha, source, name }, keys, args, signal, bound: b } = call;
+    const stop = () =>
+      b?.signal?.aborted
+        ? b.signal.reason
+        : b && performance.now() >= b.until
+        ? new RedisTimeoutError(b.name, Math.round(b.until - call.start!))
+        : undefined;
+    call.start ??= performance.now();
+    const again = () => {
+      const stopped = stop();
+      return stopped ? Promise.reject(stopped) : this.#send(call).catch((x) => this.#recover(x, call));
+    };
+    if (!call.own && errorCode(e) === "NOSCRIPT") {
+      const last = this.#sent.get(sha);
+      if (last && last !== call.seen && call.waits++ < 8) return last.then(again);
+      const stopped = stop();
+      if (stopped) throw stopped;
+      call.own = true;
+      const text = d.evalSource ? d.evalSource(source, keys, args, signal) : d.loadScript(source, keys[0], signal);
+      this.#sent.set(sha, text.catch(() => {}));
+      try {
+        const r = await text;
+        if (d.evalSource) return r;
+        if (r !== sha) throw new Error(`SCRIPT LOAD of ${name} returned ${r}, expected ${sha}`);
+        return again(); // loaded: a NOSCRIPT now fails the call
+      } catch (x) {
+        call.own = false; // TRYAGAIN: neither run nor cached, start over; anything else is thrown below
+        e = x;
       }
-      if (errorCode(e) !== "TRYAGAIN" || t.tries++ >= 100 || signal?.aborted) throw e;
-      await sleep(20);
-      return again();
-    });
+    }
+    if (errorCode(e) !== "TRYAGAIN" || call.tries++ >= 100 || signal?.aborted) throw e;
+    await sleep(20);
+    return again();
   }
 
   /**
@@ -207,16 +226,13 @@ export class ClientState implements Target {
       // lease evicted then is lost early.
       const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
       if (policy && policy !== "noeviction") {
-        console.warn(
-          `redlease: this Redis may evict keys (maxmemory-policy ${policy}), which frees a lease early. ` +
-            "Use maxmemory-policy noeviction for leases.",
-        );
+        console.warn(`redlease: maxmemory-policy ${policy} lets Redis evict a lease early; use noeviction`);
       }
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
   }
 
   async renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean> {
-    const args = { owner: hold.owner, ms, fence: hold.fence, exact };
+    const args = { owner: hold.owner, ms, fence: hold.fenceText, exact };
     if (await extendCall(this, hold.keys, args, bound) !== true) return false;
     if (hold.replicas > 0) {
       const acked = await this.waitReplicas(hold.keys.hash, hold.replicas, hold.replicaTimeoutMs, bound);
@@ -225,8 +241,8 @@ export class ClientState implements Target {
     return true;
   }
 
-  async release(hold: Hold, bound: Bound): Promise<boolean> {
-    return await releaseCall(this, hold.keys, { owner: hold.owner, fence: hold.fence }, bound) !== "not-held";
+  release(hold: Hold, bound: Bound): Promise<boolean> {
+    return releaseHeld(this, hold.keys, { owner: hold.owner, fence: hold.fenceText }, bound);
   }
 
   /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */

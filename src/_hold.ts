@@ -53,6 +53,8 @@ export interface Granted {
   readonly name: string;
   readonly owner: string;
   readonly fence: number;
+  /** The fence's decimal text, where the reply gave it so. */
+  readonly fenceText?: string;
   /** Conservative local deadline of the grant (performance.now() clock). */
   readonly deadline: number;
   /** A handed-over grant not claimed yet: claim it (renew) at this time unless it has ended by then. */
@@ -69,6 +71,7 @@ export class Hold {
   #ms: number;
   #watchdog: boolean;
   #claimAt: number | undefined;
+  #fenceText: string | undefined;
   /** Run when this process's hold ends (final release or loss), after the release command; made on first use. */
   onEnd: Array<() => void> | undefined;
 
@@ -83,6 +86,7 @@ export class Hold {
     this.name = g.name;
     this.owner = g.owner;
     this.fence = g.fence;
+    this.#fenceText = g.fenceText;
     this.#deadline = g.deadline;
     this.#claimAt = g.claimAt;
     this.#ms = o.ms;
@@ -99,6 +103,10 @@ export class Hold {
   readonly replicas: number;
   readonly replicaTimeoutMs: number;
 
+  /** The fence in decimal, as scripts take it (converting a 16-digit number each release is a measurable cost). */
+  get fenceText(): string {
+    return this.#fenceText ??= String(this.fence);
+  }
   /** Conservative local deadline, performance.now() clock. */
   get deadline(): number {
     return this.#deadline;

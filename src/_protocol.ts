@@ -67,7 +67,14 @@ function entryText(e: QueueEntry): string {
 
 /** The reply of an acquire call. */
 export type Acquired =
-  | { readonly fence: number; readonly retryMs?: undefined; readonly queuedAt?: undefined; readonly queuedNow?: undefined }
+  | {
+    readonly fence: number;
+    /** The fence as the reply gave it, where it came as a string (saves converting it back for the release). */
+    readonly fenceText?: string;
+    readonly retryMs?: undefined;
+    readonly queuedAt?: undefined;
+    readonly queuedNow?: undefined;
+  }
   | {
     readonly fence?: undefined;
     /** Try again after this many ms: the holder's remaining TTL, or what is left of a claim window. */
@@ -87,14 +94,17 @@ export interface AcquireArgs {
 }
 
 /** Take, re-enter or claim the lease, or learn when to try again (and queue, for a waiter). */
-export async function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
+export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
   const args = [a.owner, String(a.ms), a.attempt, a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish];
-  const r = await st.run(ACQUIRE, [keys.hash, keys.queue], args, bound);
+  return st.run(ACQUIRE, [keys.hash, keys.queue], args, bound, acquired);
+}
+
+function acquired(r: unknown): Acquired {
   // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path),
   // and a client may return integers as strings too (ioredis stringNumbers): the sign tells them apart.
   if (typeof r === "string" || typeof r === "number") {
     const n = Number(r);
-    return n > 0 ? { fence: n } : { retryMs: -1 - n };
+    return n > 0 ? { fence: n, fenceText: typeof r === "string" ? r : undefined } : { retryMs: -1 - n };
   }
   const [busy, queuedAt, queuedNow] = r as number[];
   return { retryMs: -1 - Number(busy), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1 };
@@ -106,16 +116,15 @@ const RELEASED: readonly Released[] = ["not-held", "kept", "freed", "handed-over
 
 export interface ReleaseArgs {
   readonly owner: string;
-  /** The fence of the hold being released; omitted: any hold of the owner. */
-  readonly fence?: number;
+  /** The fence of the hold being released (a number, or its decimal text); omitted: any hold of the owner. */
+  readonly fence?: number | string;
   /** Undo this acquire attempt instead: only the hold it took, if any (and its queue entry). */
   readonly attempt?: string;
   readonly entry?: QueueEntry;
 }
 
-/** Release one hold (or undo one attempt); the last hold hands the lease to the first live waiter. */
-export async function releaseCall(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<Released> {
-  const args = [
+function releaseArgs(st: ClientState, a: ReleaseArgs): string[] {
+  return [
     a.owner,
     String(FENCE_RETAIN_MS),
     st.publish,
@@ -123,13 +132,23 @@ export async function releaseCall(st: ClientState, keys: LeaseKeys, a: ReleaseAr
     a.attempt ?? "",
     a.entry ? entryText(a.entry) : "",
   ];
-  return RELEASED[await st.run(RELEASE, [keys.hash, keys.queue], args, bound) as number];
+}
+
+/** Release one hold (or undo one attempt); the last hold hands the lease to the first live waiter. */
+export async function releaseCall(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<Released> {
+  return RELEASED[await st.run(RELEASE, [keys.hash, keys.queue], releaseArgs(st, a), bound) as number];
+}
+
+/** releaseCall(), answering whether a hold was released (anything but "not-held"), in one step (the hot path). */
+export function releaseHeld(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<boolean> {
+  return st.run(RELEASE, [keys.hash, keys.queue], releaseArgs(st, a), bound, (r) => Number(r) !== 0);
 }
 
 export interface ExtendArgs {
   readonly owner: string;
   readonly ms: number;
-  readonly fence?: number;
+  /** The fence (a number, or its decimal text). */
+  readonly fence?: number | string;
   /** Re-establish the lease where it is free (Redlock renewal on a master that restarted empty). */
   readonly reestablish?: boolean;
   /** Set the TTL even if that shortens it (extend()); otherwise it only lengthens it (renewals, claims). */
@@ -150,7 +169,7 @@ export async function extendCall(
     a.reestablish ? "1" : "",
     a.exact ? "" : "GT",
   ];
-  const r = await st.run(EXTEND, [keys.hash], args, bound) as number;
+  const r = Number(await st.run(EXTEND, [keys.hash], args, bound));
   return r > 1 ? { fence: r } : r === 1;
 }
 
