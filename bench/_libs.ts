@@ -11,7 +11,8 @@ export type LibId =
   | "ring"
   | "fifo"
   | "redlease-io"
-  | "fenced";
+  | "fenced"
+  | "fairfenced";
 
 /** The lock libraries (B1–B5). */
 export const LIBS: readonly LibId[] = ["redlease", "raw", "redlock", "sesame", "semaphore"];
@@ -33,6 +34,16 @@ export const FLOOR: LibId = "ring";
 export const FAIR_FLOOR: LibId = "fifo";
 
 /**
+ * Not a library: the fair floor above with what redlease's guarantees need of Redis and nothing else, the B3 floor
+ * for any lock that gives them: a fence from the server clock (strictly increasing across handoffs), a wait queue
+ * whose entries expire (a sorted set by time queued, with a TTL), the holder's remaining time for the waiter, and a
+ * grant message saying when the waiter was queued and granted (for its local deadline). The scripts are those of
+ * bench/scripts_cost.ts's "fair + fenced + expiring queue" rows; the client work is `fifo`'s (no handle, watchdog,
+ * claim window, bounds or dead-waiter skipping). B3 only.
+ */
+export const FAIR_FENCED_FLOOR: LibId = "fairfenced";
+
+/**
  * B1/B2 only: redlease on the peers' client. node-redis (redlease's, and raw's) writes the commands of one event-loop
  * turn together and ioredis writes each at once, which overlaps the client's and Redis's work differently on few
  * cores; this row tells that apart from redlease's own cost.
@@ -52,7 +63,7 @@ export const FENCED_FLOOR: LibId = "fenced";
 export const UNCONTENDED_ONLY: readonly LibId[] = [ON_PEER_CLIENT, FENCED_FLOOR];
 
 /** The B3-only rows that are not libraries. */
-export const FLOORS: readonly LibId[] = [FLOOR, FAIR_FLOOR];
+export const FLOORS: readonly LibId[] = [FLOOR, FAIR_FLOOR, FAIR_FENCED_FLOOR];
 
 /** Which libraries have a retry delay to tune (the others run one configuration). */
 export const TUNABLE: Record<LibId, boolean> = {
@@ -65,6 +76,7 @@ export const TUNABLE: Record<LibId, boolean> = {
   fifo: false,
   "redlease-io": false,
   fenced: false,
+  fairfenced: false,
 };
 
 export const LABEL: Record<LibId, string> = {
@@ -77,6 +89,7 @@ export const LABEL: Record<LibId, string> = {
   fifo: "floor: minimal fair notified lock (FIFO, no fence)",
   "redlease-io": "redlease on ioredis",
   fenced: "floor: minimal fenced lease (node-redis, 2 EVALSHA)",
+  fairfenced: "floor: fair notified lock with a fence and an expiring queue",
 };
 
 /** Lease / lock TTL used by every library that takes one, ms. */
@@ -117,6 +130,9 @@ export function settingsText(lib: LibId, tuned: boolean): string {
     case "fenced":
       return `node-redis v4, two EVALSHA per cycle, a fresh owner each: acquire = ${JSON.stringify(FENCED_ACQUIRE)}, ` +
         `release = ${JSON.stringify(FENCED_RELEASE)} (the floor scripts of bench/scripts_cost.ts)`;
+    case "fairfenced":
+      return `node-redis v4, two EVALSHA per acquisition: acquire = ${JSON.stringify(FAIR_QUEUE)}, then wait for a ` +
+        `message on <lock>:w:<worker id> unless granted; release = ${JSON.stringify(FAIR_HANDOFF)}`;
     case "fifo":
       return `node-redis v4, two EVALSHA per acquisition: acquire = ${JSON.stringify(FIFO_ACQUIRE)}, then wait for ` +
         `a message on fifo:<worker id> unless granted; release = ${JSON.stringify(FIFO_RELEASE)}`;
@@ -145,6 +161,8 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   fifo: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
   // EVALSHA (+ SCRIPT LOAD once). Lua calls TIME, SET, EXISTS, GET.
   fenced: /^(evalsha|script\|.*)$/,
+  // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls TIME, SET, PTTL, ZADD, PEXPIRE, GET, ZPOPMIN, PUBLISH.
+  fairfenced: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
 };
 
 export interface Adapter {
@@ -182,6 +200,25 @@ export const FENCED_ACQUIRE = "local t = redis.call('TIME') local f = t[1] .. t[
 export const FENCED_RELEASE = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
   "if o ~= ARGV[1] then return 0 end if redis.call('EXISTS', KEYS[2]) == 1 then return 3 end " +
   "if ARGV[2] == 'del' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) end return 2";
+// The fair floor with redlease's Redis work (see FAIR_FENCED_FLOOR): the fence is the server's time in µs (padded,
+// so that it orders as a number and as a queue score). KEYS: lock, queue. Queue: ARGV owner, lease ms,
+// entry "<client>|<attempt>|<owner>", queue TTL ms; replies the fence (a string) when it took the lock (free, or only
+// the last fence left by a release that found nobody queued), else
+// {-1 - PTTL, the score it is queued at, 1 if this call queued it}. Hand over: ARGV owner, lease ms; publishes
+// "<attempt>:<fence>:<queued at>:<granted at>" to <lock>:w:<client> and makes the entry's owner the holder.
+export const FAIR_QUEUE = "local t = redis.call('TIME') local us = t[2] " +
+  "if #us < 6 then us = string.rep('0', 6 - #us) .. us end local f = t[1] .. us " +
+  "local v = redis.call('SET', KEYS[1], f .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2], 'GET') if not v then return f end " +
+  "if not string.find(v, ':', 1, true) then redis.call('SET', KEYS[1], f .. ':' .. ARGV[1], 'PX', ARGV[2]) return f end " +
+  "local r = -1 - redis.call('PTTL', KEYS[1]) local c = redis.call('ZADD', KEYS[2], 'NX', f, ARGV[3]) " +
+  "redis.call('PEXPIRE', KEYS[2], ARGV[4]) return { r, f, c }";
+export const FAIR_HANDOFF = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
+  "if o ~= ARGV[1] then return 0 end local top = redis.call('ZPOPMIN', KEYS[2]) " +
+  "if not top[1] then redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) return 2 end " +
+  "local c, w, rest = string.match(top[1], '^([^|]*)|([^|]*)|(.*)$') local t = redis.call('TIME') " +
+  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) local g = tonumber(f) + 1 if now > g then g = now end " +
+  "g = string.format('%d', g) redis.call('PUBLISH', KEYS[1] .. ':w:' .. c, w .. ':' .. g .. ':' .. top[2] .. " +
+  "':' .. string.format('%d', now)) redis.call('SET', KEYS[1], g .. ':' .. rest, 'PX', ARGV[2]) return 3";
 const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
 
 // deno-lint-ignore no-explicit-any
@@ -406,6 +443,61 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
               await c.sendCommand(["EVALSHA", rel, "2", ...keys, owner, "10000"]);
             },
             close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "fairfenced": {
+      const { createClient } = await import("redis");
+      return {
+        async connect(url) {
+          const c = createClient({ url });
+          c.on("error", onError("node-redis"));
+          const sub = c.duplicate();
+          sub.on("error", onError("node-redis"));
+          await Promise.all([c.connect(), sub.connect()]);
+          await Promise.all([FAIR_QUEUE, FAIR_HANDOFF].map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
+          const id = randomUUID(), queue = sha1(FAIR_QUEUE), handoff = sha1(FAIR_HANDOFF);
+          // A grant's message can overtake the queueing script's reply: keep early grants by attempt.
+          const early = new Set<string>(), waiting = new Map<string, () => void>(), subscribed = new Set<string>();
+          const onMessage = (m: string) => {
+            const attempt = m.slice(0, m.indexOf(":"));
+            const wake = waiting.get(attempt);
+            if (wake) {
+              waiting.delete(attempt);
+              wake();
+            } else early.add(attempt);
+          };
+          let attempts = 0;
+          return {
+            async acquire(name) {
+              const keys = [`ff:{${name}}`, `ff:{${name}}:q`], channel = `${keys[0]}:w:${id}`;
+              if (!subscribed.has(channel)) {
+                subscribed.add(channel);
+                await sub.subscribe(channel, onMessage);
+              }
+              const attempt = String(++attempts);
+              const r = await c.sendCommand([
+                "EVALSHA", queue, "2", ...keys, id, String(LEASE_MS), `${id}|${attempt}|${id}`, "30000",
+              ]);
+              if (!Array.isArray(r)) return name;
+              if (early.delete(attempt)) return name;
+              return new Promise((resolve, reject) => {
+                const t = setTimeout(() => {
+                  waiting.delete(attempt);
+                  reject(new Error(`fairfenced: not granted within ${WAIT_MS} ms`));
+                }, WAIT_MS);
+                waiting.set(attempt, () => {
+                  clearTimeout(t);
+                  resolve(name);
+                });
+              });
+            },
+            release: async (h) => {
+              const name = h as string;
+              await c.sendCommand(["EVALSHA", handoff, "2", `ff:{${name}}`, `ff:{${name}}:q`, id, String(LEASE_MS)]);
+            },
+            close: async () => void await Promise.all([sub.quit(), c.quit()]),
           };
         },
       };

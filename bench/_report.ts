@@ -571,7 +571,7 @@ function targets(
   }
   {
     const t = "B2 cycles/s ≥ every peer library";
-    const peers = unc.filter((u) => !["redlease", "redlease-io", "raw", "ring", "fifo", "fenced"].includes(u.lib));
+    const peers = unc.filter((u) => !["redlease", "redlease-io", "raw", "ring", "fifo", "fenced", "fairfenced"].includes(u.lib));
     if (rl && peers.length) {
       const best = peers.reduce((a, b) => (b.b2 > a.b2 ? b : a));
       // Per run: redlease ÷ the fastest peer of that run.
@@ -618,10 +618,14 @@ function targets(
     ));
   /** The minimal fair notified lock (FIFO, no fence) as the floor under a baseline that is not fair or not a lock. */
   const fairFloor = (base: string, W: number, f: (r: B3Rep) => number) => {
-    if (!at("fifo", W) || !at(base, W)) return "";
-    const [floor] = b3Ratio(base, W, f, "fifo"), [own] = b3Ratio("fifo", W, f);
-    return `; floor: the minimal fair notified lock is ${ratio(floor)} ${base === "ring" ? "the ring" : base}, ` +
-      `redlease ${ratio(own)} that lock`;
+    const of = base === "ring" ? "the ring" : base;
+    const floors: string[] = [];
+    for (const [id, what] of [["fifo", "the minimal fair notified lock"], ["fairfenced", "with a fence and an expiring queue"]]) {
+      if (!at(id, W) || !at(base, W)) continue;
+      const [floor] = b3Ratio(base, W, f, id), [own] = b3Ratio(id, W, f);
+      floors.push(`${what} ${ratio(floor)} ${of}, redlease ${ratio(own)} that lock`);
+    }
+    return floors.length ? `; floor: ${floors.join("; ")}` : "";
   };
   const at = (id: string, W: number) => b3.find((a) => a.variant.id === id && a.W === W);
   const allWs = [...new Set([...TARGET_WS, ...ws])].sort((a, b) => a - b);
@@ -716,6 +720,7 @@ const COLORS: Record<string, string> = {
   "fifo": "#ff7f0e",
   "redlease-io": "#e377c2",
   "fenced": "#bcbd22",
+  "fairfenced": "#8c564b",
 };
 
 function esc(s: string): string {
@@ -1020,6 +1025,8 @@ function summaryChart(
               ? "pub/sub token ring (floor)"
               : id === "fifo"
               ? "minimal fair lock (floor)"
+              : id === "fairfenced"
+              ? "fair lock + fence + expiring queue (floor)"
               : id === "raw"
               ? "raw node-redis (10 ms poll)"
               : shortLabel(v.label),

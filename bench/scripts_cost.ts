@@ -19,7 +19,7 @@ import { createHash } from "node:crypto";
 import { loadavg } from "node:os";
 import { createClient } from "redis";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
-import { FENCED_ACQUIRE, FENCED_RELEASE } from "./_libs.ts";
+import { FAIR_HANDOFF, FAIR_QUEUE, FENCED_ACQUIRE, FENCED_RELEASE } from "./_libs.ts";
 import { startRedis } from "./_server.ts";
 import { median, parseCommandStats, parseCpuMicros, r2 } from "./_stats.ts";
 
@@ -49,20 +49,7 @@ const FIFO_QUEUE = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) 
 const FIFO_HANDOFF = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end " +
   "local n = redis.call('LPOP', KEYS[2]) if n then redis.call('SET', KEYS[1], n, 'PX', ARGV[2]) " +
   "redis.call('PUBLISH', KEYS[1] .. ':w', n) return 3 else redis.call('DEL', KEYS[1]) end return 2";
-// The same with what redlease's guarantees need of Redis and nothing else: a fence from the server clock, a queue
-// whose entries expire (a sorted set by time queued, with a TTL), the holder's remaining time for the waiter, and
-// a grant message that says when it was queued and granted (for the waiter's local deadline).
-const FAIR_QUEUE = "local t = redis.call('TIME') local f = t[1] .. t[2] " +
-  "local v = redis.call('SET', KEYS[1], f .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2], 'GET') if not v then return f end " +
-  "local r = -1 - redis.call('PTTL', KEYS[1]) local c = redis.call('ZADD', KEYS[2], 'NX', f, ARGV[3]) " +
-  "redis.call('PEXPIRE', KEYS[2], ARGV[4]) return { r, f, c }";
-const FAIR_HANDOFF = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
-  "if o ~= ARGV[1] then return 0 end local top = redis.call('ZPOPMIN', KEYS[2]) " +
-  "if not top[1] then redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) return 2 end " +
-  "local c, w, rest = string.match(top[1], '^([^|]*)|([^|]*)|(.*)$') local t = redis.call('TIME') " +
-  "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) local g = tonumber(f) + 1 if now > g then g = now end " +
-  "g = string.format('%d', g) redis.call('PUBLISH', KEYS[1] .. ':w:' .. c, w .. ':' .. g .. ':' .. top[2] .. " +
-  "':' .. string.format('%d', now)) redis.call('SET', KEYS[1], g .. ':' .. rest, 'PX', ARGV[2]) return 3";
+// The same with what redlease's guarantees need of Redis and nothing else (B3 runs it as `fairfenced`).
 for (const s of [CAD, NOOP, FLOOR_ACQUIRE, FLOOR_RELEASE, ACQUIRE.source, RELEASE.source, FIFO_QUEUE, FIFO_HANDOFF, FAIR_QUEUE, FAIR_HANDOFF]) {
   await c.sendCommand(["SCRIPT", "LOAD", s]);
 }
