@@ -268,11 +268,14 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
   const channel = channelOf(a.keys, st.id);
   const listening = st.listen(channel, a.id, (m) => waiter.onMessage(m));
   let leave: () => void;
-  try {
-    leave = await bounded(listening, { ...a.bound, until: a.deadline });
-  } catch (e) {
-    listening.then((l) => l(), () => {});
-    throw e instanceof RedisTimeoutError ? a.timeout(retryMs) : a.failure(e);
+  if (typeof listening === "function") leave = listening;
+  else {
+    try {
+      leave = await bounded(listening, { ...a.bound, until: a.deadline });
+    } catch (e) {
+      listening.then((l) => l(), () => {});
+      throw e instanceof RedisTimeoutError ? a.timeout(retryMs) : a.failure(e);
+    }
   }
   const took = (lease: LeaseImpl, wrote: boolean): Waited => {
     waiter.state = "ended";

@@ -92,6 +92,8 @@ interface Channel {
   readonly ready: Promise<void>;
   /** Waiters plus holds that came through the queue: the subscription is kept while any remain. */
   refs: number;
+  /** Set once `ready` has resolved. */
+  up: boolean;
 }
 
 /** One script call, for what follows when it fails (see ClientState#recover). */
@@ -262,11 +264,11 @@ export class ClientState implements Target {
   }
 
   /**
-   * Route the messages for attempt `wid` on `channel` to `onMessage`. The first waiter on a channel subscribes
-   * (awaited, so a waiter is listening before it queues). Returns the function that removes this waiter.
+   * Route the messages for attempt `wid` on `channel` to `onMessage`. The first waiter on a channel subscribes; a
+   * waiter listens once the subscription is up, so that it is listening before it queues: returns the function that
+   * removes this waiter, at once when the channel is subscribed already (a contended loop), else once it is.
    */
-  async listen(channel: string, wid: string, onMessage: (message: WaiterMessage) => void): Promise<() => void> {
-    const driver = this.driver;
+  listen(channel: string, wid: string, onMessage: (message: WaiterMessage) => void): (() => void) | Promise<() => void> {
     let ch = this.#channels.get(channel);
     if (!ch) {
       const waiters = new Map<string, (message: WaiterMessage) => void>();
@@ -274,7 +276,8 @@ export class ClientState implements Target {
         const m = parseMessage(text);
         if (m) waiters.get(m.attempt)?.(m);
       };
-      ch = { waiters, listener, ready: driver.subscribe!(channel, listener), refs: 0 };
+      const c: Channel = ch = { waiters, listener, ready: this.driver.subscribe!(channel, listener), refs: 0, up: false };
+      c.ready.then(() => void (c.up = true), () => {});
       this.#channels.set(channel, ch);
     }
     const c = ch;
@@ -283,14 +286,11 @@ export class ClientState implements Target {
     const leave = () => {
       if (c.waiters.delete(wid)) unref();
     };
-    try {
-      await c.ready;
-    } catch (e) {
+    return c.up ? leave : c.ready.then(() => leave, (e) => {
       if (this.#channels.get(channel) === c) this.#channels.delete(channel);
       c.waiters.delete(wid);
       throw e;
-    }
-    return leave;
+    });
   }
 
   /**

@@ -114,12 +114,13 @@ export function nap(
   return new Promise<void>((resolve) => {
     if (signal?.aborted) return resolve(); // aborted while the caller was busy: no listener would ever fire
     const done = () => {
-      clearTimeout(timer);
+      cancel(due);
       signal?.removeEventListener("abort", done);
       onWake?.(undefined);
       resolve();
     };
-    const timer = unrefTimeout(done, ms);
+    // On the shared timer: a waiter's nap nearly always ends by a message, long before it is due.
+    const due = schedule(performance.now() + ms, done);
     signal?.addEventListener("abort", done, { once: true });
     onWake?.(done);
   });
