@@ -24,4 +24,5 @@ export * from "./src/extend.ts";
 export * from "./src/force_unlock.ts";
 export * from "./src/inspect.ts";
 export * from "./src/release.ts";
+export * from "./src/resume.ts";
 export * from "./src/with_lock.ts";

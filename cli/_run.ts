@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { constants } from "node:os";
 import process from "node:process";
-import { acquire, type Lease, LeaseLostError, LockTimeoutError, release } from "../mod.ts";
+import { acquire, type Lease, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
 import { flag, formatMs, GLOBAL_OPTIONS, parseArgs, parseDuration, value } from "./_args.ts";
 import {
   checkName,
@@ -24,9 +24,13 @@ export const RUN_HELP = `Usage: redlease run NAME [options] [--] CMD [ARGS…]
 Acquire the lease NAME, run CMD while holding it, release it when CMD exits, and exit with CMD's code.
 The lease is renewed while CMD runs (watchdog mode: its TTL is --lease, renewed every third of it), so a
 crashed host frees it within --lease. CMD gets these environment variables:
-  REDLEASE_NAME   the lease name
-  REDLEASE_OWNER  the owner id of this hold (pass it as --owner to a nested run to hold the lease reentrantly)
-  REDLEASE_FENCE  the fencing token: pass it to the resource you protect, which rejects lower tokens
+  REDLEASE_NAME    the lease name (and REDLEASE_PREFIX its key prefix)
+  REDLEASE_FENCE   the fencing token: pass it to the resource you protect, which rejects lower tokens
+  REDLEASE_TOKEN   this hold, for another process to take over (resume() in the library)
+  REDLEASE_OWNER   the owner id of this hold
+A redlease run inside CMD for the same lease (same NAME and --prefix) finds REDLEASE_TOKEN and runs under
+this hold instead of waiting for it: it renews the hold while its command runs and leaves the release to
+this run.
 SIGINT, SIGTERM and SIGHUP sent to redlease are forwarded to CMD. A Ctrl-C at a terminal is the exception:
 the terminal sends SIGINT to its whole foreground process group, CMD included, so redlease does not send it
 a second one. On Linux redlease tells this case by process group: while redlease and CMD are the terminal's
@@ -45,7 +49,6 @@ Options:
   --wait DURATION   how long to wait while another owner holds the lease (default 10s; 0 = fail at once
                     with exit code 3; inf = wait forever)
   --grace DURATION  time between SIGTERM and SIGKILL after the lease is lost (default 10s)
-  --owner ID        owner id (default: a random id); the same owner acquiring again adds a hold
   --url URL         Redis URL (default: $REDIS_URL, else redis://localhost:6379)
   --prefix PREFIX   key prefix (default: redlease)
   -h, --help        show this help
@@ -146,7 +149,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const p = parseArgs(
     "run",
     argv,
-    { ...GLOBAL_OPTIONS, lease: "value", fixed: "flag", wait: "value", grace: "value", owner: "value" },
+    { ...GLOBAL_OPTIONS, lease: "value", fixed: "flag", wait: "value", grace: "value" },
     1,
   );
   if (flag(p, "help")) {
@@ -159,10 +162,6 @@ export async function run(argv: readonly string[]): Promise<number> {
   const leaseMs = parseDuration("run", "lease", value(p, "lease") ?? "30s", { min: fixed ? 1 : 30 });
   const waitMs = parseDuration("run", "wait", value(p, "wait") ?? "10s", { min: 0, infinite: true });
   const graceMs = parseDuration("run", "grace", value(p, "grace") ?? "10s", { min: 0 });
-  const owner = value(p, "owner");
-  if (owner !== undefined && (owner.length === 0 || owner.length > 512)) {
-    throw usage("run", "--owner must be 1 to 512 characters");
-  }
   const prefix = checkPrefix("run", value(p, "prefix"));
   const url = resolveUrl("run", value(p, "url"));
 
@@ -191,17 +190,21 @@ export async function run(argv: readonly string[]): Promise<number> {
   try {
     client = await connect(url);
     if (waiting.signal.aborted) return 128 + signalNumber((waiting.signal.reason as Interrupted).signal);
+    // Inside a run of the same lease: run under that hold (resumed: renewed here too, released by that run).
+    const token = process.env.REDLEASE_NAME === name && (process.env.REDLEASE_PREFIX ?? "redlease") === prefix
+      ? process.env.REDLEASE_TOKEN
+      : undefined;
+    const keep = fixed ? { leaseMs } : { watchdogMs: leaseMs };
     let lease: Lease;
     try {
-      lease = await acquire(client, name, {
-        ...(fixed ? { leaseMs } : { watchdogMs: leaseMs }),
-        waitMs,
-        signal: waiting.signal,
-        owner,
-        prefix,
-      });
+      lease = token !== undefined
+        ? await resume(client, token, { ...keep, signal: waiting.signal })
+        : await acquire(client, name, { ...keep, waitMs, signal: waiting.signal, prefix });
     } catch (e) {
       if (e instanceof Interrupted) return 128 + signalNumber(e.signal);
+      if (e instanceof LeaseLostError) {
+        throw new CliError(`lost lease '${name}': the enclosing run no longer holds it (${lossText(e, leaseMs)})`, EXIT.LOST);
+      }
       if (e instanceof LockTimeoutError) {
         const left = e.remainingMs >= 0 ? ` for ${formatMs(e.remainingMs)} more` : "";
         const waited = waitMs === 0 ? "--wait 0" : `waited ${formatMs(e.waitedMs)}`;
@@ -211,10 +214,11 @@ export async function run(argv: readonly string[]): Promise<number> {
     }
     if (waiting.signal.aborted) {
       // Interrupted just as the lease was granted: give it back without starting the command.
-      await timed(release(lease), "release the lease").catch(() => {});
+      if (token === undefined) await timed(release(lease), "release the lease").catch(() => {});
       return 128 + signalNumber((waiting.signal.reason as Interrupted).signal);
     }
-    return await supervise(lease, p.command, { name, leaseMs, graceMs }, (c) => (child = c), () => {
+    const settings = { name, prefix, leaseMs, graceMs, nested: token !== undefined };
+    return await supervise(lease, p.command, settings, (c) => (child = c), () => {
       exited = true;
     });
   } finally {
@@ -229,8 +233,11 @@ export async function run(argv: readonly string[]): Promise<number> {
 
 interface Settings {
   readonly name: string;
+  readonly prefix: string;
   readonly leaseMs: number;
   readonly graceMs: number;
+  /** Running under an enclosing run's hold (resumed from REDLEASE_TOKEN): that run releases it, not this one. */
+  readonly nested: boolean;
 }
 
 /** Start the command; a spawn failure is reported through the result, never thrown. */
@@ -270,8 +277,10 @@ async function supervise(
   const [child, result] = start(command, {
     ...process.env,
     REDLEASE_NAME: s.name,
-    REDLEASE_OWNER: lease.owner,
+    REDLEASE_PREFIX: s.prefix,
     REDLEASE_FENCE: String(lease.fence),
+    REDLEASE_TOKEN: lease.token,
+    REDLEASE_OWNER: lease.owner,
   });
   if (child) started(child);
 
@@ -303,21 +312,23 @@ async function supervise(
   clearTimeout(killTimer);
   lease.signal.removeEventListener("abort", onAbort);
 
+  // Nested: the enclosing run holds the lease and releases it; this run only stops renewing it (by exiting).
+  const releaseIt = () => s.nested ? Promise.resolve(!lease.signal.aborted) : release(lease);
   if (r.error) {
-    await timed(release(lease), "release the lease").catch(() => {});
+    await timed(releaseIt(), "release the lease").catch(() => {});
     const code = (r.error as { code?: string }).code;
     if (code === "ENOENT") throw new CliError(`cannot run '${command[0]}': command not found`, EXIT.NOT_FOUND);
     throw new CliError(`cannot run '${command[0]}': ${describeError(r.error)}`, EXIT.CANNOT_EXECUTE);
   }
   if (lost) {
     // The hold is gone already; the release only clears local state (and is false).
-    await timed(release(lease), "release the lease").catch(() => {});
+    await timed(releaseIt(), "release the lease").catch(() => {});
     return EXIT.LOST;
   }
   const childCode = r.code ?? 128 + signalNumber(r.signal ?? "");
   let released: boolean;
   try {
-    released = await timed(release(lease), "release the lease");
+    released = await timed(releaseIt(), "release the lease");
   } catch (e) {
     await say(`could not release lease '${s.name}' (${describeError(e)}); it expires within ${formatMs(s.leaseMs)}`);
     return childCode;

@@ -126,6 +126,7 @@ export class ClientState implements Target {
   /** Identifies this client's waiters in queues and names its grant channels. */
   readonly id: string = crypto.randomUUID().replaceAll("-", "");
   readonly holds: Map<string, Hold> = new Map();
+  readonly resumable = true;
   /** The command release scripts notify waiters with. */
   readonly publish: string;
   /** Per script SHA1: the latest send of its text in full, settling (never rejecting) when that send ends. */

@@ -2,7 +2,7 @@
 // It owns its clock and its one timer (the next renewal, or the local deadline) and every change of its state:
 // granted, re-entered, renewed, extended, lost, released.
 import type { Bound } from "./_client.ts";
-import type { LeaseKeys } from "./_protocol.ts";
+import { type LeaseKeys, tokenOf } from "./_protocol.ts";
 import { LeaseLostError, type LeaseLossReason } from "./errors.ts";
 import type { Lease } from "./lease.ts";
 import { cancel, type Due, schedule } from "./_timers.ts";
@@ -37,6 +37,8 @@ export interface Target {
   renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean>;
   /** Release one hold of the owner; true when it was held. */
   release(hold: Hold, bound: Bound): Promise<boolean>;
+  /** Whether a hold here can be named by a token and resumed elsewhere (one Redis: yes; a Redlock group: no). */
+  readonly resumable: boolean;
 }
 
 /** What a grant needs to know of the acquire options. */
@@ -255,6 +257,13 @@ export class LeaseImpl implements Lease {
   }
   get expiresAt(): number {
     return this.hold.deadline;
+  }
+  get token(): string {
+    const h = this.hold;
+    if (!h.target.resumable) {
+      throw new TypeError(`Cannot make a token for lease '${this.name}': a Redlock lease cannot be resumed elsewhere`);
+    }
+    return tokenOf({ name: h.name, keys: h.keys, owner: h.owner, fence: h.fence, fenceText: h.fenceText });
   }
   get remainingMs(): number {
     return Math.max(0, this.hold.deadline - performance.now());

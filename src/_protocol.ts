@@ -52,6 +52,59 @@ export function attemptId(): string {
   return idPrefix + (++idCount).toString(36);
 }
 
+/**
+ * The owner as Redis knows it. An owner string the caller chose counts only on the client (or Redlock group) that
+ * uses it: `<client id>:<owner>`, as Redisson scopes a thread id to its client, so the same string in two processes
+ * never merges their holds (sharing a hold across processes goes through a token: see resume()). A `lease.owner`
+ * passed back is kept: one scoped already, or an id made by attemptId() in this process (unique anyway, and bare).
+ */
+export function scopedOwner(scope: string, owner: string): string {
+  return owner.startsWith(`${scope}:`) || (idPrefix !== undefined && owner.startsWith(idPrefix))
+    ? owner
+    : `${scope}:${owner}`;
+}
+
+/** What a lease token names: one hold of one lease on one Redis. */
+export interface TokenHold {
+  readonly name: string;
+  readonly keys: LeaseKeys;
+  readonly owner: string;
+  readonly fence: number;
+  readonly fenceText: string;
+}
+
+const TOKEN = "rl1.";
+
+/**
+ * `lease.token`: `rl1.` and the base64url of the JSON `[name, lease key, owner, fence]`: plain text that any runtime
+ * can carry (an environment variable, a queue message, a URL), naming the hold, not a secret: it grants what the
+ * owner string does.
+ */
+export function tokenOf(h: TokenHold): string {
+  const bytes = new TextEncoder().encode(JSON.stringify([h.name, h.keys.hash, h.owner, h.fenceText]));
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return TOKEN + btoa(bin).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+}
+
+/** The hold a token names, or undefined when `token` is not one (checked before any Redis command). */
+export function parseToken(token: unknown): TokenHold | undefined {
+  if (typeof token !== "string" || !token.startsWith(TOKEN) || token.length > 8_192) return undefined;
+  let v: unknown;
+  try {
+    const bin = atob(token.slice(TOKEN.length).replaceAll("-", "+").replaceAll("_", "/"));
+    v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(v) || v.length !== 4 || !v.every((x) => typeof x === "string" && x.length > 0)) return undefined;
+  const [name, hash, owner, fenceText] = v as string[];
+  // The key must be the name's (under some prefix), and the fence a decimal integer, as the scripts keep it.
+  const tail = keysOf("", name).hash;
+  if (!hash.endsWith(tail) || hash.length === tail.length || !/^[1-9]\d{0,15}$/.test(fenceText)) return undefined;
+  return { name, keys: { hash, queue: `${hash}:q` }, owner, fence: Number(fenceText), fenceText };
+}
+
 /** What a waiter puts in the queue: who to tell (client, attempt), and the grant it wants (lease, claim, owner). */
 export interface QueueEntry {
   readonly clientId: string;

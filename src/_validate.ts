@@ -67,6 +67,8 @@ export interface Resolved {
   readonly waitMs: number;
   readonly signal: AbortSignal | undefined;
   readonly owner: string | undefined;
+  /** Whether `owner` is a Lease's owner, kept exactly (a string given is scoped to the client). */
+  readonly exactOwner: boolean;
   readonly replicas: number;
   readonly replicaTimeoutMs: number;
   readonly nodeTimeoutMs: number;
@@ -101,6 +103,7 @@ export function resolveAcquire(
   const signal = o.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
   let owner: string | undefined;
+  let exactOwner = false;
   if (o.owner !== undefined) {
     if (typeof o.owner === "string") {
       owner = o.owner;
@@ -110,6 +113,7 @@ export function resolveAcquire(
     } else {
       owner = ownerOf(o.owner as Lease);
       if (owner === undefined) fail(op, "owner", "must be a string or a Lease from this library", o.owner);
+      exactOwner = true;
     }
   }
   const replicas = checkInt(op, "replicas", o.replicas ?? 0, 0, 100);
@@ -133,6 +137,7 @@ export function resolveAcquire(
     waitMs,
     signal,
     owner,
+    exactOwner,
     replicas,
     replicaTimeoutMs,
     nodeTimeoutMs,

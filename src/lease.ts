@@ -13,7 +13,11 @@
 export interface Lease extends AsyncDisposable {
   /** The lease name passed to `acquire`. */
   readonly name: string;
-  /** The owner this hold counts for (an id unique to the call unless `owner` was given). */
+  /**
+   * The owner this hold counts for, as Redis knows it: an id unique to the call, or the `owner` given, scoped to the
+   * client (`<client id>:<owner>`) so that the same string in two processes is two owners. Passing it back as
+   * `owner` on the same client re-enters the hold.
+   */
   readonly owner: string;
   /**
    * Fencing token: strictly greater than every token handed out earlier for this name (see README, "Fencing
@@ -34,16 +38,23 @@ export interface Lease extends AsyncDisposable {
   readonly expiresAt: number;
   /** `expiresAt - performance.now()`, never below 0. */
   readonly remainingMs: number;
+  /**
+   * This hold as a string for another process, which takes it over with {@linkcode resume}: an HTTP handler that
+   * acquires, and a job worker that finishes. It names the lease, the owner and the fence (it is as good as the
+   * owner: pass it where you would pass the lease itself). Leases on one Redis only: a Redlock lease throws
+   * `TypeError`.
+   */
+  readonly token: string;
 }
 
 /**
- * Options of `release`, `extend`, `forceUnlock` and `inspect`: how long to wait for Redis.
+ * Options of `release`, `extend`, `forceUnlock`, `inspect` and `resume`: how long to wait for Redis.
  */
 export interface CallOptions {
   /**
    * How long the call may wait for Redis, in ms; it then rejects with {@linkcode RedisTimeoutError} (the
    * command's outcome is unknown). Integer from 1 to 2147483647.
-   * @default {the lease's remaining time, at least 250 ms, for release and extend; 5000 for forceUnlock and inspect}
+   * @default {the lease's remaining time, at least 250 ms, for release and extend; 5000 for forceUnlock, inspect and resume}
    */
   readonly timeoutMs?: number;
 }
@@ -92,7 +103,10 @@ export interface AcquireOptions extends KeyOptions {
   readonly signal?: AbortSignal;
   /**
    * Reentrancy: acquiring with the same owner while it holds the lease adds a hold (Redisson-style count)
-   * instead of waiting. A string (1 to 512 characters) or a `Lease`, whose owner is reused.
+   * instead of waiting. A string (1 to 512 characters) or a `Lease`, whose owner is reused as it is. An owner
+   * string counts on this client only (Redisson scopes a thread id to its client the same way): another process, or
+   * another client, using the same string is another owner. To share a hold across processes, pass `lease.token`
+   * to {@linkcode resume}.
    * @default {a unique id per call (a random prefix per process and a counter)}
    */
   readonly owner?: string | Lease;

@@ -16,6 +16,7 @@ import {
   type RedisLike,
   release,
   ReplicationError,
+  resume,
   withLock,
 } from "../mod.ts";
 import { keysOf } from "../src/_protocol.ts";
@@ -300,7 +301,7 @@ export function contract(ad: AdapterCase): void {
       const name = fresh();
       const first = await acquire(a, name);
       const second = await acquire(a, name, { owner: first, waitMs: 0 });
-      const third = await acquire(b, name, { owner: first.owner, waitMs: 0 });
+      const third = await acquire(a, name, { owner: first.owner, waitMs: 0 });
       assert.equal(second.fence, first.fence);
       assert.equal(third.fence, first.fence);
       assert.deepEqual((await inspect(a, name)).owners, [{ owner: first.owner, holds: 3 }]);
@@ -310,6 +311,27 @@ export function contract(ad: AdapterCase): void {
       assert.deepEqual((await inspect(a, name)).owners, [{ owner: first.owner, holds: 1 }]);
       assert.equal(await release(first), true);
       assert.equal((await inspect(a, name)).held, false);
+      // An owner string counts on its own client only: on another client it is another owner.
+      const w = await acquire(a, name, { owner: "w", leaseMs: 5_000 });
+      await assert.rejects(acquire(b, name, { owner: "w", waitMs: 0 }), LockTimeoutError);
+      assert.equal((await acquire(a, name, { owner: "w", waitMs: 0 })).fence, w.fence);
+      assert.deepEqual((await inspect(a, name)).owners, [{ owner: w.owner, holds: 2 }]);
+      await forceUnlock(admin, name);
+    });
+
+    test(`${n}: resume() takes a hold over from lease.token on another client, which releases it`, async () => {
+      const name = fresh();
+      const lease = await acquire(a, name, { watchdogMs: 300 });
+      const held = await resume(b, lease.token, { watchdogMs: 300 });
+      assert.equal(held.fence, lease.fence);
+      assert.equal(held.owner, lease.owner);
+      assert.deepEqual((await inspect(admin, name)).owners, [{ owner: lease.owner, holds: 1 }]);
+      await sleep(700); // renewed by both across two TTLs
+      assert.equal((await inspect(admin, name)).held, true);
+      assert.equal(await release(held), true);
+      assert.equal((await inspect(admin, name)).held, false);
+      await assert.rejects(resume(b, lease.token), (e) => e instanceof LeaseLostError && e.why === "not-held");
+      await release(lease);
     });
 
     test(`${n}: acquire() with leaseMs aborts lease.signal when the fixed lease expires`, async () => {

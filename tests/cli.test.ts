@@ -168,7 +168,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     admin = await srv.client();
     dir = mkdtempSync(join(tmpdir(), "redlease-cli-"));
     baseEnv = { ...process.env, REDIS_URL: srv.url, NO_COLOR: "1" };
-    for (const k of ["REDLEASE_NAME", "REDLEASE_OWNER", "REDLEASE_FENCE", "REDLEASE_DEBUG"]) baseEnv[k] = undefined;
+    for (const k of ["NAME", "PREFIX", "OWNER", "FENCE", "TOKEN", "DEBUG"]) baseEnv[`REDLEASE_${k}`] = undefined;
   });
   after(async () => {
     for (const p of live) p.kill("SIGKILL");
@@ -239,19 +239,20 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     usage(() => resolveUrl("run", "redis://:6379"), /bad --url/);
   });
 
-  test("run passes REDLEASE_NAME, REDLEASE_OWNER and REDLEASE_FENCE and exits with the command's code", T, async () => {
+  test("run passes REDLEASE_NAME, _PREFIX, _FENCE, _TOKEN and _OWNER and exits with the command's code", T, async () => {
     const name = unique("env");
     const [r, anon] = await Promise.all([
-      cli(["run", name, "--owner", "owner-7", "--", ...child("env", "7")]),
+      cli(["run", name, "--prefix", "jobs", "--", ...child("env", "7")]),
       cli(["run", `${name}-anon`, ...child("env", "0")]), // no `--`: the first word after NAME starts CMD
     ]);
     assert.equal(r.code, 7, r.stderr);
     assert.equal(r.stderr, "");
     const env = JSON.parse(r.stdout);
     assert.equal(env.name, name);
-    assert.equal(env.owner, "owner-7");
+    assert.equal(env.prefix, "jobs");
+    assert.match(env.token, /^rl1\./);
     // The fence record outlives the release for a few seconds: it is the token the command was given.
-    const info = await inspect(admin, name);
+    const info = await inspect(admin, name, { prefix: "jobs" });
     assert.equal(info.held, false, "released after the command exited");
     assert.equal(env.fence, String(info.fence));
     assert.ok(Number(env.fence) > 0);
@@ -259,8 +260,40 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     assert.equal(anon.code, 0, anon.stderr);
     const e2 = JSON.parse(anon.stdout);
     assert.equal(e2.name, `${name}-anon`);
-    assert.match(e2.owner, /^[A-Za-z0-9_-]{17,}$/, "a random owner id by default (src/_protocol.ts, attemptId)");
+    assert.equal(e2.prefix, "redlease");
+    assert.match(e2.owner, /^[A-Za-z0-9_-]{17,}$/, "a random owner id (src/_protocol.ts, attemptId)");
     assert.equal(e2.fence, String((await inspect(admin, `${name}-anon`)).fence));
+
+    const owner = await cli(["run", name, "--owner", "x", "--", ...child("env", "0")]);
+    assert.equal(owner.code, 2, "--owner is gone: a nested run shares the hold through REDLEASE_TOKEN");
+  });
+
+  test("a run inside a run of the same lease runs under its hold (REDLEASE_TOKEN), at once; another lease waits", T, async () => {
+    const name = unique("nested");
+    const [cmd, pre] = runtimeArgs(CLI);
+    const nested = (lease: string, code: string) => child("exec", cmd, ...pre, "run", lease, "--wait", "0", "--", ...child("env", code));
+    // --wait 0 on the inner run: were it to acquire instead, it would find the lease busy (exit 3).
+    const r = await cli(["run", name, "--wait", "0", "--", ...nested(name, "5")]);
+    assert.equal(r.code, 5, r.stderr);
+    assert.equal(r.stderr, "");
+    const inner = JSON.parse(r.stdout);
+    const info = await inspect(admin, name);
+    assert.equal(info.held, false, "the outer run released it; the inner one left that to it");
+    assert.equal(inner.fence, String(info.fence), "the inner command got the outer hold's fence");
+
+    // Another name (or prefix) is another lease: the inner run acquires it on its own.
+    const other = await cli(["run", name, "--wait", "0", "--", ...nested(`${name}-b`, "0")]);
+    assert.equal(other.code, 0, other.stderr);
+    assert.equal(JSON.parse(other.stdout).name, `${name}-b`);
+    assert.notEqual(JSON.parse(other.stdout).token, inner.token);
+
+    // A token whose hold is gone: the inner run says so and exits 4, without running its command.
+    const gone = await cli(["run", name, "--", ...child("env", "0")], {
+      env: { REDLEASE_NAME: name, REDLEASE_PREFIX: "redlease", REDLEASE_TOKEN: inner.token },
+    });
+    assert.equal(gone.code, 4, gone.stderr);
+    oneLine(gone, /lost lease .*the enclosing run no longer holds it/);
+    assert.equal(gone.stdout, "");
   });
 
   test("three concurrent runs on one name never overlap (checked by the commands themselves)", T, async () => {
@@ -493,7 +526,8 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       assert.equal(la.fence, a.fence);
       assert.equal(la.waiters, 1);
       assert.ok(la.remainingMs > 0 && la.remainingMs <= 30_000, String(la.remainingMs));
-      assert.deepEqual(lb.owners, [{ owner: "bob", holds: 2 }]);
+      assert.deepEqual(lb.owners, [{ owner: b1.owner, holds: 2 }]);
+      assert.ok(b1.owner.endsWith(":bob"), "an owner string is scoped to its client");
       assert.equal(lb.fence, b1.fence);
       assert.ok(lb.remainingMs > 0 && lb.remainingMs <= 60_000);
       assert.equal(lb.waiters, 0);
@@ -503,7 +537,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       assert.match(rows[0], /^NAME +OWNER +HOLDS +REMAINING +FENCE +WAITERS$/);
       assert.equal(rows.length, 4);
       assert.match(rows[1], new RegExp(`^${base}:a +${a.owner} +1 +[\\d.]+s +${a.fence} +1$`));
-      assert.match(rows[2], new RegExp(`^${base}:b +bob +2 +[\\d.]+s +${b1.fence} +0$`));
+      assert.match(rows[2], new RegExp(`^${base}:b +[0-9a-f]{32}:bob +2 +[\\d.]+s +${b1.fence} +0$`));
 
       assert.equal(prefixed.code, 0, prefixed.stderr);
       const p = JSON.parse(prefixed.stdout);

@@ -254,7 +254,8 @@ describe("the fault contract", () => {
     assert.ok(first.error, "the first call failed (its reply was lost after Redis granted it)");
     const lease = await within(acquire(client, name, { owner: "svc-3", waitMs: 5_000 }), 6_000, "retry");
     await sleep(100);
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc-3", holds: 1 }]);
+    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: lease.owner, holds: 1 }]);
+    assert.ok(lease.owner.endsWith(":svc-3"));
     assert.equal(await release(lease), true);
     assert.equal((await inspect(admin, name)).held, false, "one release frees it");
   });
@@ -329,12 +330,13 @@ describe("the fault contract: review findings", () => {
     await sleep(200);
     proxy.blackhole({ kind: "subscriber", direction: "down" }); // A1 never hears its grant
     await release(x);
-    const a2 = await acquire(admin, name, { owner: "svc", leaseMs: 10_000, waitMs: 0 }); // the owner re-enters
+    const a2 = await acquire(client, name, { owner: "svc", leaseMs: 10_000, waitMs: 0 }); // the owner re-enters
     ac.abort(new Error("A1 gives up"));
     await a1;
     await sleep(100);
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc", holds: 1 }]);
-    assert.match(await raw(name), /^\d+:[^:]*:1::svc$/, "no claim window left on the record");
+    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: a2.owner, holds: 1 }]);
+    assert.ok((await raw(name)).endsWith(`:1::${a2.owner}`), "no claim window left on the record");
+    assert.match(await raw(name), /^\d+:[^:]*:1::/);
     const other = await settled(acquire(await srv.client(), name, { waitMs: 800 }));
     assert.ok(other.error instanceof LockTimeoutError, "nobody takes the re-entered hold while it is live");
     assert.equal(a2.signal.aborted, false);
@@ -374,7 +376,7 @@ describe("the fault contract: review findings", () => {
     await sleep(2_300); // past A1's claim window
     await release(a2);
     await sleep(300);
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc", holds: 1 }], "A1's hold is still held");
+    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: a1.owner, holds: 1 }], "A1's hold is still held");
     assert.equal(a1.signal.aborted, false);
     await release(a1);
     assert.ok((await d).value, "D gets it after A1 releases");

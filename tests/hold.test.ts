@@ -42,6 +42,7 @@ class FakeClock implements Clock {
 /** A target whose renewals answer as the test scripts them, recording when each was asked. */
 class FakeTarget implements Target {
   readonly holds = new Map<string, Hold>();
+  readonly resumable = true;
   renewals: Array<{ at: number; ms: number; bound: Bound }> = [];
   answer: () => Promise<boolean> = () => Promise.resolve(true);
   constructor(readonly clock: FakeClock) {}

@@ -1,6 +1,16 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, withLock } from "../mod.ts";
+import {
+  acquire,
+  extend,
+  forceUnlock,
+  inspect,
+  LeaseLostError,
+  LockTimeoutError,
+  release,
+  resume,
+  withLock,
+} from "../mod.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
@@ -57,7 +67,7 @@ describe("leases on one Redis", () => {
     const name = fresh();
     const first = await acquire(a, name);
     const second = await acquire(a, name, { owner: first, waitMs: 0 });
-    const third = await acquire(b, name, { owner: first.owner, waitMs: 0 }); // same owner, other client
+    const third = await acquire(a, name, { owner: first.owner, waitMs: 0 }); // the owner string, same client
     assert.equal(second.owner, first.owner);
     assert.equal(second.fence, first.fence);
     assert.equal(third.fence, first.fence);
@@ -271,17 +281,19 @@ describe("leases on one Redis", () => {
 
   test("an owner with a NUL byte is kept whole in the record, through re-entry and handoff", async () => {
     const name = fresh();
-    const owner = "svc\u0000A";
-    const first = await acquire(a, name, { owner });
-    const again = await acquire(a, name, { owner }); // re-entry rewrites the record
-    await assert.rejects(acquire(b, name, { owner: "svc", waitMs: 0 }), LockTimeoutError, "'svc' is another owner");
+    const first = await acquire(a, name, { owner: "svc\u0000A" });
+    const again = await acquire(a, name, { owner: "svc\u0000A" }); // re-entry rewrites the record
+    await assert.rejects(acquire(a, name, { owner: "svc", waitMs: 0 }), LockTimeoutError, "'svc' is another owner");
+    const owner = first.owner;
+    assert.ok(owner.endsWith(":svc\u0000A"), JSON.stringify(owner));
     assert.deepEqual((await inspect(a, name)).owners, [{ owner, holds: 2 }]);
-    const waiter = acquire(b, name, { owner: "q\u0000", waitMs: 5_000 });
+    const waiterP = acquire(b, name, { owner: "q\u0000", waitMs: 5_000 });
     await sleep(50);
     assert.equal(await release(again), true);
     assert.equal(await release(first), true); // handed to the waiter
-    const next = await waiter;
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner: "q\u0000", holds: 1 }]);
+    const next = await waiterP;
+    assert.ok(next.owner.endsWith(":q\u0000"));
+    assert.deepEqual((await inspect(a, name)).owners, [{ owner: next.owner, holds: 1 }]);
     assert.equal(await extend(next), true, "the grant's owner is whole, so its claim succeeds");
     assert.equal(await release(next), true);
   });
@@ -333,14 +345,17 @@ describe("stale handles and lost replies", () => {
   });
 
   test("a hold of an earlier grant never releases or extends the same owner's newer grant", async () => {
-    const old = await acquire(c, "stale", { owner: "worker-1", leaseMs: 10_000 });
+    // The old grant's hold lives on in another process (resumed from its token) that has not heard of the loss.
+    const first = await acquire(c, "stale", { owner: "worker-1", leaseMs: 10_000 });
+    const old = await resume(d, first.token, { leaseMs: 10_000 });
     await forceUnlock(d, "stale");
-    const newer = await acquire(d, "stale", { owner: "worker-1", waitMs: 0, leaseMs: 10_000 });
+    const newer = await acquire(c, "stale", { owner: "worker-1", waitMs: 0, leaseMs: 10_000 });
+    assert.equal(newer.owner, old.owner, "the same owner");
     assert.ok(newer.fence > old.fence);
     assert.equal(await extend(old, 50), false, "extend() of the old hold");
     assert.equal(await release(old), false, "release() of the old hold");
     const info = await inspect(d, "stale");
-    assert.deepEqual(info.owners, [{ owner: "worker-1", holds: 1 }]);
+    assert.deepEqual(info.owners, [{ owner: newer.owner, holds: 1 }]);
     assert.ok(info.remainingMs > 9_000);
     assert.equal(newer.signal.aborted, false);
     assert.equal(await release(newer), true);

@@ -1,6 +1,8 @@
 // Model-based property test (fast-check): random interleavings of acquire (waitMs 0), reentrant acquire, extend,
-// release, forceUnlock and expiry by 3 owners on 2 clients, checked after every step against a reference model of
-// the lease (holder, hold count, grant, fence record, TTL bound), with fences that only ever increase.
+// release, forceUnlock and expiry by 3 owner strings on 2 clients, checked after every step against a reference
+// model of the lease (holder, hold count, grant, fence record, TTL bound), with fences that only ever increase. An
+// owner string counts on its client only (the same string on the other client is another owner); a Lease passed as
+// `owner` is its owner exactly, on either client.
 //
 // Expiry is forced deterministically with `PEXPIRE <key> 1` (leases are long, so nothing expires by itself during
 // a run). Reproduce a failure with the seed (and path) fast-check prints:
@@ -33,9 +35,15 @@ const MODES: Mode[] = [{}, { leaseMs: 20_000 }, { leaseMs: MAX_TTL }, { watchdog
 const ttlOf = (mode: Mode) => "leaseMs" in mode ? mode.leaseMs : "watchdogMs" in mode ? mode.watchdogMs : 30_000;
 const showMode = (mode: Mode) => JSON.stringify(mode);
 
+/** An owner as the model knows it: an owner string on the client that used it ("<client>/<owner index>"). */
+type Owner = string;
+const ownerAt = (client: number, owner: number): Owner => `${client}/${owner}`;
+
 /** What the model knows about one Lease handle. The handle itself is at the same index in Real.leases. */
 interface HandleModel {
-  owner: number;
+  owner: Owner;
+  /** The index in OWNERS of its owner string. */
+  string: number;
   client: number;
   /** The grant it belongs to. */
   grant: number;
@@ -43,8 +51,8 @@ interface HandleModel {
 }
 
 interface Model {
-  /** Owner index holding the lease, or null. */
-  holder: number | null;
+  /** The owner holding the lease, or null. */
+  holder: Owner | null;
   /** Reentrant hold count of the holder. */
   count: number;
   /** Grants so far: a new one each time the lease goes from free to held. */
@@ -58,6 +66,8 @@ interface Model {
   /** Longest watchdogMs among the grant's watchdog-mode holds (0: none). Their renewals reset the TTL to it. */
   watchdogTtl: number;
   handles: HandleModel[];
+  /** The owner string Redis knows each model owner by (learned from its first lease: `<client id>:<owner>`). */
+  redisOwner: Record<Owner, string>;
 }
 
 interface Real {
@@ -79,7 +89,7 @@ async function verify(m: Model, r: Real, step: string): Promise<void> {
     JSON.stringify(info)
   }`;
   assert.equal(info.held, m.holder !== null, ctx);
-  assert.deepEqual(info.owners, m.holder === null ? [] : [{ owner: OWNERS[m.holder], holds: m.count }], ctx);
+  assert.deepEqual(info.owners, m.holder === null ? [] : [{ owner: m.redisOwner[m.holder], holds: m.count }], ctx);
   assert.equal(info.fence, m.fence, ctx);
   assert.equal(info.waiters, 0, ctx);
   if (m.holder !== null) assert.ok(info.remainingMs > 0 && info.remainingMs <= m.ttlUpper, ctx);
@@ -92,29 +102,34 @@ type Cmd = fc.AsyncCommand<Model, Real, false>;
 class AcquireCmd implements Cmd {
   constructor(readonly owner: number, readonly client: number, readonly mode: Mode, readonly via: number | null) {}
   check(m: Readonly<Model>): boolean {
-    return this.via === null || m.handles.some((h) => h.owner === this.owner);
+    return this.via === null || m.handles.some((h) => h.string === this.owner);
   }
   async run(m: Model, r: Real): Promise<void> {
     const step = this.toString();
     let owner: string | Lease = OWNERS[this.owner];
+    let who = ownerAt(this.client, this.owner);
     if (this.via !== null) {
-      const mine = m.handles.flatMap((h, i) => h.owner === this.owner ? [i] : []);
-      owner = r.leases[mine[this.via % mine.length]];
+      const mine = m.handles.flatMap((h, i) => h.string === this.owner ? [i] : []);
+      const i = mine[this.via % mine.length];
+      owner = r.leases[i];
+      who = m.handles[i].owner; // a Lease's owner exactly, whichever client this is
     }
     const options: AcquireOptions = { ...this.mode, owner, waitMs: 0 };
     const got = await acquire(r.clients[this.client], r.name, options).then((l) => l, (e: unknown) => e);
-    if (m.holder !== null && m.holder !== this.owner) {
+    if (m.holder !== null && m.holder !== who) {
       assert.ok(got instanceof LockTimeoutError, `${step}: expected LockTimeoutError, got ${String(got)}`);
       assert.ok(got.remainingMs > 0 && got.remainingMs <= m.ttlUpper, `${step}: remainingMs ${got.remainingMs}`);
     } else {
       assert.ok(!(got instanceof Error), `${step}: expected a lease, got ${String(got)}`);
       const lease = got as Lease;
-      assert.equal(lease.owner, OWNERS[this.owner], step);
+      m.redisOwner[who] ??= lease.owner;
+      assert.equal(lease.owner, m.redisOwner[who], step);
+      assert.ok(lease.owner.endsWith(`:${OWNERS[this.owner]}`), `${step}: ${lease.owner} is the string, scoped`);
       assert.equal(lease.name, r.name, step);
       assert.equal(lease.signal.aborted, false, step);
       if (m.holder === null) {
         assert.ok(lease.fence > m.maxFence, `${step}: fence ${lease.fence} not above ${m.maxFence}`);
-        m.holder = this.owner;
+        m.holder = who;
         m.count = 1;
         m.grant++;
         m.fence = m.maxFence = lease.fence;
@@ -126,7 +141,7 @@ class AcquireCmd implements Cmd {
         m.ttlUpper = Math.max(m.ttlUpper, ttlOf(this.mode)); // PEXPIRE … GT: only ever lengthened
         if (!("leaseMs" in this.mode)) m.watchdogTtl = Math.max(m.watchdogTtl, ttlOf(this.mode));
       }
-      m.handles.push({ owner: this.owner, client: this.client, grant: m.grant, released: false });
+      m.handles.push({ owner: who, string: this.owner, client: this.client, grant: m.grant, released: false });
       r.leases.push(lease);
     }
     await verify(m, r, step);
@@ -280,6 +295,7 @@ describe(`model-based interleavings (${runtimeName()})`, () => {
           ttlUpper: 0,
           watchdogTtl: 0,
           handles: [],
+          redisOwner: {},
         };
         try {
           await fc.asyncModelRun(() => ({ model, real }), cmds);
@@ -322,7 +338,7 @@ describe(`model-based interleavings (${runtimeName()})`, () => {
       const info = await inspect(clients[1], name);
       assert.deepEqual(
         info.owners,
-        [{ owner: OWNERS[0], holds: 1 }],
+        [{ owner: current.owner, holds: 1 }],
         `the newer lease is still held: ${JSON.stringify(info)}`,
       );
       assert.equal(current.signal.aborted, false);

@@ -191,7 +191,9 @@ describe("waiting for a held lease", () => {
     await release(other);
     const [x, y] = await Promise.all([first, second]);
     const info = await inspect(c, name);
-    assert.deepEqual(info.owners, [{ owner: "shared-owner", holds: 2 }]);
+    assert.equal(info.owners.length, 1);
+    assert.ok(info.owners[0].owner.endsWith(":shared-owner"), info.owners[0].owner);
+    assert.equal(info.owners[0].holds, 2);
     assert.equal(info.waiters, 0, "the re-entering waiter left the queue");
     const late = acquire(a, name, { waitMs: 10_000 });
     await sleep(50);

@@ -1,0 +1,122 @@
+import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
+import { ACQUIRE_GRACE_MS, type RedisLike, stateOf } from "./_client.ts";
+import { drift, grant, type LeaseImpl } from "./_hold.ts";
+import { extendCall, parseToken } from "./_protocol.ts";
+import { checkCallOptions, fail, type Resolved, resolveAcquire } from "./_validate.ts";
+import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
+import type { AcquireOptions, CallOptions, Lease } from "./lease.ts";
+
+/** Options of {@linkcode resume}: how the new process keeps the hold, and how long to wait for Redis. */
+export interface ResumeOptions
+  extends Pick<AcquireOptions, "leaseMs" | "watchdogMs" | "signal" | "replicas" | "replicaTimeoutMs">, CallOptions {}
+
+/**
+ * Take over a hold that another process acquired, from its `lease.token`: returns a handle on the same hold (the
+ * same owner and fence, not a new acquisition), now renewed by this process, in watchdog mode unless `leaseMs` is
+ * given. One round trip: it renews the hold (only ever lengthening its TTL) if, and only if, that owner still holds
+ * it with that fence. Releasing the handle releases the hold, as the acquiring process would have.
+ *
+ * The hold is shared, not copied: while the acquiring process keeps its own handle, both renew the same hold, and
+ * whichever releases first releases it (the other's next renewal then finds it gone, and its signal aborts). So the
+ * process that hands a lease over passes the token and leaves the lease alone; it does not release it.
+ *
+ * Within the client that holds it already, `resume` re-enters the hold instead (one more hold, as `acquire` with
+ * `owner: lease` does), so that every handle there is released once.
+ *
+ * @param client A connected node-redis client (v4 or v5: standalone, cluster or sentinel) or a {@linkcode Driver}:
+ *   a client of the Redis the lease is on. Not a Redlock group: a Redlock lease has no token.
+ * @param token A `lease.token`.
+ * @param options See {@linkcode ResumeOptions}; `timeoutMs` bounds the call (default 5000).
+ * @returns The held {@linkcode Lease}, with the token's name, owner and fence.
+ * @throws {LeaseLostError} with `why` "not-held" when that owner no longer holds the lease with that fence
+ *   (released, expired, force-unlocked, or taken by another owner since).
+ * @throws {TypeError | RangeError} for a string that is not a lease token or invalid options, before any Redis
+ *   command.
+ * @throws {LockTimeoutError} when Redis did not answer within `timeoutMs` (its `cause` is a
+ *   {@linkcode RedisTimeoutError}); `signal.reason` when `signal` aborts first.
+ * @throws {ReplicationError} with `replicas`, when too few replicas acknowledged the renewal.
+ *
+ * @example An HTTP handler acquires; a job worker finishes the job under the same lease
+ * ```ts
+ * import { acquire, release, resume } from "redlease";
+ *
+ * // in the handler (its process may exit: the worker takes the lease over before its TTL runs out)
+ * const lease = await acquire(client, `export:${id}`, { waitMs: 0 });
+ * await jobs.push({ id, token: lease.token });
+ *
+ * // in the worker
+ * const job = await jobs.pop();
+ * const held = await resume(client, job.token);
+ * try {
+ *   await runExport(job.id, { fence: held.fence, signal: held.signal });
+ * } finally {
+ *   await release(held);
+ * }
+ * ```
+ */
+export function resume(client: RedisLike, token: string, options?: ResumeOptions): Promise<Lease> {
+  try {
+    checkClient("resume lease", client);
+    const t = parseToken(token);
+    if (!t) fail("resume lease", "token", "must be a lease.token", token);
+    const timeoutMs = checkCallOptions("resume lease", options) ?? DEFAULT_RESUME_TIMEOUT_MS;
+    const o = options ?? {};
+    const r = resolveAcquire("resume lease", t.name, {
+      leaseMs: o.leaseMs,
+      watchdogMs: o.watchdogMs,
+      signal: o.signal,
+      replicas: o.replicas,
+      replicaTimeoutMs: o.replicaTimeoutMs,
+      waitMs: 0,
+    }, ownerOf);
+    return resumeResolved(client, { ...r, owner: t.owner, exactOwner: true }, t, timeoutMs);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+
+/** How long resume() waits for Redis by default, ms. */
+const DEFAULT_RESUME_TIMEOUT_MS = 5_000;
+
+async function resumeResolved(
+  client: RedisLike,
+  o: Resolved,
+  t: NonNullable<ReturnType<typeof parseToken>>,
+  timeoutMs: number,
+): Promise<LeaseImpl> {
+  const st = stateOf(client);
+  const mine = st.holds.get(`${t.keys.hash}\n${t.owner}`);
+  if (mine?.active && mine.fence === t.fence) {
+    // Held here: re-enter (one more hold in Redis) rather than hand out a second handle on one hold.
+    const prefix = t.keys.hash.slice(0, t.keys.hash.lastIndexOf(":{"));
+    return acquireResolved(client, { ...o, prefix, waitMs: 0 });
+  }
+  const t0 = performance.now();
+  const bound = { until: t0 + Math.max(timeoutMs, ACQUIRE_GRACE_MS), signal: o.signal, name: o.name };
+  let held: boolean | { fence: number };
+  try {
+    held = await extendCall(st, t.keys, { owner: t.owner, ms: o.ms, fence: t.fenceText }, bound);
+  } catch (e) {
+    if (o.signal?.aborted) throw o.signal.reason;
+    throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, performance.now() - t0, { cause: e }) : e;
+  }
+  if (held !== true) throw new LeaseLostError(o.name, "not-held");
+  const g = { keys: t.keys, name: o.name, owner: t.owner, fence: t.fence, fenceText: t.fenceText };
+  const lease = grant(st, { ...g, deadline: t0 + o.ms - drift(o.ms) }, o);
+  // The reply came after the TTL it set ran out: the hold may be gone by now (this process never had it).
+  if (!lease) throw new LeaseLostError(o.name, "expired");
+  if (o.replicas > 0) {
+    let acked: number;
+    try {
+      acked = await st.waitReplicas(t.keys.hash, o.replicas, o.replicaTimeoutMs, bound);
+    } catch (e) {
+      lease.hold.stop(); // drop this handle without releasing it: the hold is the other process's too
+      throw e;
+    }
+    if (acked < o.replicas) {
+      lease.hold.stop();
+      throw new ReplicationError(o.name, acked, o.replicas);
+    }
+  }
+  return lease;
+}
