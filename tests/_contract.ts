@@ -321,12 +321,13 @@ export function contract(ad: AdapterCase): void {
 
     test(`${n}: resume() takes a hold over from lease.token on another client, which releases it`, async () => {
       const name = fresh();
-      const lease = await acquire(a, name, { watchdogMs: 300 });
-      const held = await resume(b, lease.token, { watchdogMs: 300 });
+      // (A 1 s TTL: a 300 ms one expired once in a full Bun run, when the whole process stalled for ~550 ms.)
+      const lease = await acquire(a, name, { watchdogMs: 1_000 });
+      const held = await resume(b, lease.token, { watchdogMs: 1_000 });
       assert.equal(held.fence, lease.fence);
       assert.equal(held.owner, lease.owner);
       assert.deepEqual((await inspect(admin, name)).owners, [{ owner: lease.owner, holds: 1 }]);
-      await sleep(700); // renewed by both across two TTLs
+      await sleep(1_300); // renewed by both for longer than the TTL
       assert.equal((await inspect(admin, name)).held, true);
       assert.equal(await release(held), true);
       assert.equal((await inspect(admin, name)).held, false);

@@ -71,17 +71,18 @@ describe("owner scope, lease.token and resume()", () => {
 
   test("resume() takes a hold over from its token: same owner and fence, renewed here, released here", async () => {
     const name = fresh();
-    const lease = await acquire(a, name, { watchdogMs: 300 });
+    // TTLs of 1 s: short enough to see renewals, long enough for a stalled test process (see tests/_contract.ts).
+    const lease = await acquire(a, name, { watchdogMs: 1_000 });
     assert.match(lease.token, /^rl1\.[A-Za-z0-9_-]+$/);
-    const held = await resume(b, lease.token, { watchdogMs: 300 });
+    const held = await resume(b, lease.token, { watchdogMs: 1_000 });
     assert.equal(held.name, name);
     assert.equal(held.owner, lease.owner);
     assert.equal(held.fence, lease.fence);
     assert.equal(held.token, lease.token);
     assert.ok(held.expiresAt > performance.now());
     assert.deepEqual((await inspect(a, name)).owners, [{ owner: lease.owner, holds: 1 }], "the same hold, not a second");
-    // Another owner still cannot get in, and the hold outlives several TTLs while both renew it.
-    await sleep(800);
+    // Another owner still cannot get in, and the hold outlives its TTL while both renew it.
+    await sleep(1_300);
     await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
     assert.equal(await release(held), true);
     assert.equal((await inspect(a, name)).held, false, "released by the process that took it over");
@@ -96,7 +97,7 @@ describe("owner scope, lease.token and resume()", () => {
     const lease = await acquire(handler, name, { leaseMs: 1_000 }); // a short fixed lease: the hand-over window
     const token = lease.token;
     await handler.disconnect(); // the handler returns; nothing of it renews the lease
-    const job = await resume(b, token, { watchdogMs: 300 });
+    const job = await resume(b, token, { watchdogMs: 1_000 });
     await sleep(1_500); // past the handler's fixed lease: the worker's renewals keep it
     assert.deepEqual((await inspect(a, name)).owners, [{ owner: lease.owner, holds: 1 }]);
     assert.equal(job.signal.aborted, false);
