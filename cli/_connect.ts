@@ -28,6 +28,17 @@ export function resolveUrl(command: string, flagValue: string | undefined): stri
   return url;
 }
 
+/**
+ * Which Redis and database a URL names, without its credentials: what a nested `run` compares (REDLEASE_SERVER)
+ * before it takes a token for the same lease. localhost and 127.0.0.1 are not made equal: a mismatch only means the
+ * nested run acquires on its own, which waits for the enclosing hold if it is the same Redis after all.
+ */
+export function serverOf(url: string): string {
+  const u = new URL(url);
+  const db = u.pathname.length > 1 ? u.pathname.slice(1) : "0";
+  return `${u.protocol}//${u.hostname}:${u.port || "6379"}/${db}`;
+}
+
 /** The URL with its password hidden, for messages. */
 export function redact(url: string): string {
   try {

@@ -17,20 +17,20 @@ import {
   usage,
   write,
 } from "./_common.ts";
-import { close, connect, type RedisClient, resolveUrl } from "./_connect.ts";
+import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
 
 export const RUN_HELP = `Usage: redlease run NAME [options] [--] CMD [ARGS…]
 
 Acquire the lease NAME, run CMD while holding it, release it when CMD exits, and exit with CMD's code.
 The lease is renewed while CMD runs (watchdog mode: its TTL is --lease, renewed every third of it), so a
 crashed host frees it within --lease. CMD gets these environment variables:
-  REDLEASE_NAME    the lease name (and REDLEASE_PREFIX its key prefix)
+  REDLEASE_NAME    the lease name (REDLEASE_PREFIX its key prefix, REDLEASE_SERVER its Redis, without credentials)
   REDLEASE_FENCE   the fencing token: pass it to the resource you protect, which rejects lower tokens
   REDLEASE_TOKEN   this hold, for another process to take over (resume() in the library)
   REDLEASE_OWNER   the owner id of this hold
-A redlease run inside CMD for the same lease (same NAME and --prefix) finds REDLEASE_TOKEN and runs under
-this hold instead of waiting for it: it renews the hold while its command runs and leaves the release to
-this run.
+A redlease run inside CMD for the same lease (same NAME, --prefix and Redis) finds REDLEASE_TOKEN and runs
+under this hold instead of waiting for it: it renews the hold while its command runs (whatever its --fixed)
+and leaves the release to this run.
 SIGINT, SIGTERM and SIGHUP sent to redlease are forwarded to CMD. A Ctrl-C at a terminal is the exception:
 the terminal sends SIGINT to its whole foreground process group, CMD included, so redlease does not send it
 a second one. On Linux redlease tells this case by process group: while redlease and CMD are the terminal's
@@ -190,16 +190,22 @@ export async function run(argv: readonly string[]): Promise<number> {
   try {
     client = await connect(url);
     if (waiting.signal.aborted) return 128 + signalNumber((waiting.signal.reason as Interrupted).signal);
-    // Inside a run of the same lease: run under that hold (resumed: renewed here too, released by that run).
-    const token = process.env.REDLEASE_NAME === name && (process.env.REDLEASE_PREFIX ?? "redlease") === prefix
-      ? process.env.REDLEASE_TOKEN
+    // Inside a run of the same lease (same name, prefix and Redis): run under that hold, resumed: renewed here too
+    // (in watchdog mode whatever --fixed says: the hold is the enclosing run's), and released by that run.
+    const env = process.env;
+    const token = env.REDLEASE_NAME === name && env.REDLEASE_PREFIX === prefix && env.REDLEASE_SERVER === serverOf(url)
+      ? env.REDLEASE_TOKEN
       : undefined;
-    const keep = fixed ? { leaseMs } : { watchdogMs: leaseMs };
     let lease: Lease;
     try {
       lease = token !== undefined
-        ? await resume(client, token, { ...keep, signal: waiting.signal })
-        : await acquire(client, name, { ...keep, waitMs, signal: waiting.signal, prefix });
+        ? await resume(client, token, { watchdogMs: Math.max(30, leaseMs), signal: waiting.signal })
+        : await acquire(client, name, {
+          ...(fixed ? { leaseMs } : { watchdogMs: leaseMs }),
+          waitMs,
+          signal: waiting.signal,
+          prefix,
+        });
     } catch (e) {
       if (e instanceof Interrupted) return 128 + signalNumber(e.signal);
       if (e instanceof LeaseLostError) {
@@ -217,7 +223,7 @@ export async function run(argv: readonly string[]): Promise<number> {
       if (token === undefined) await timed(release(lease), "release the lease").catch(() => {});
       return 128 + signalNumber((waiting.signal.reason as Interrupted).signal);
     }
-    const settings = { name, prefix, leaseMs, graceMs, nested: token !== undefined };
+    const settings = { name, prefix, server: serverOf(url), leaseMs, graceMs, nested: token !== undefined };
     return await supervise(lease, p.command, settings, (c) => (child = c), () => {
       exited = true;
     });
@@ -234,6 +240,8 @@ export async function run(argv: readonly string[]): Promise<number> {
 interface Settings {
   readonly name: string;
   readonly prefix: string;
+  /** serverOf() the URL: which Redis (no credentials). */
+  readonly server: string;
   readonly leaseMs: number;
   readonly graceMs: number;
   /** Running under an enclosing run's hold (resumed from REDLEASE_TOKEN): that run releases it, not this one. */
@@ -278,6 +286,7 @@ async function supervise(
     ...process.env,
     REDLEASE_NAME: s.name,
     REDLEASE_PREFIX: s.prefix,
+    REDLEASE_SERVER: s.server,
     REDLEASE_FENCE: String(lease.fence),
     REDLEASE_TOKEN: lease.token,
     REDLEASE_OWNER: lease.owner,

@@ -18,9 +18,10 @@ const CORE = "mod";
 // +2.3 KB); lowered to 10 KB by issue 10 (lean core), which moved Redlock (0.86 KB) to its own entry, redlease/redlock;
 // raised to 10.25 KB when the uncontended path shed promise layers, closures and a fence conversion per release
 // (+0.19 KB gzipped; bench/client_cost.ts: 6.0–6.3 → 4.1–5.6 µs and 7.8 → 6.0 KB allocated per acquire + release);
-// raised to 11 KB by issue 11 (the synchronizer family) for lease.token, resume() and owner strings scoped to a
-// client (+0.8 KB). Each further kind of lease moves it by what it measurably adds, said here.
-const CORE_BUDGET_GZIP = 11_264;
+// raised to 11.25 KB by issue 11 (the synchronizer family) for lease.token, resume() and owner strings scoped to a
+// client (+0.8 KB, and +0.07 KB for what its review found: same-client resume checks, driver throws). Each further
+// kind of lease moves it by what it measurably adds, said here.
+const CORE_BUDGET_GZIP = 11_520;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 

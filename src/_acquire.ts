@@ -21,8 +21,8 @@ import {
   type LeaseKeys,
   QUEUE_TTL_MS,
   type QueueEntry,
+  ownerFor,
   releaseCall,
-  scopedOwner,
 } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
 import { fail, type Resolved } from "./_validate.ts";
@@ -98,7 +98,7 @@ class Attempt {
   constructor(client: RedisLike, readonly o: Resolved) {
     this.st = stateOf(client);
     this.keys = keysOf(o.prefix, o.name);
-    this.owner = o.owner === undefined ? attemptId() : o.exactOwner ? o.owner : scopedOwner(this.st.id, o.owner);
+    this.owner = ownerFor(this.st, this.keys, o);
     this.deadline = this.start + o.waitMs;
     this.bound = { until: this.deadline + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
   }

@@ -127,6 +127,8 @@ export class ClientState implements Target {
   readonly id: string = crypto.randomUUID().replaceAll("-", "");
   readonly holds: Map<string, Hold> = new Map();
   readonly resumable = true;
+  /** What owner strings given to this client are scoped by (see scopedOwner). */
+  readonly scope: string = this.id;
   /** The command release scripts notify waiters with. */
   readonly publish: string;
   /** Per script SHA1: the latest send of its text in full, settling (never rejecting) when that send ends. */
@@ -178,7 +180,11 @@ export class ClientState implements Target {
    */
   #send(call: ScriptCall): Promise<unknown> {
     call.seen = this.#sent.get(call.script.sha);
-    return this.driver.evalScript(call.script.sha, call.keys, call.args, call.signal);
+    try {
+      return this.driver.evalScript(call.script.sha, call.keys, call.args, call.signal);
+    } catch (e) {
+      return Promise.reject(e); // a driver that throws instead of rejecting fails the call the same way
+    }
   }
 
   async #recover(e: unknown, call: ScriptCall): Promise<unknown> {

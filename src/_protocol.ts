@@ -1,6 +1,8 @@
 // The Redis protocol of a lease, in one place: key and channel names, the arguments of every script call, and
 // the decoding of replies and waiter messages. No other module builds script arguments or reads raw replies.
 import type { Bound, ClientState } from "./_client.ts";
+import type { Target } from "./_hold.ts";
+import type { Resolved } from "./_validate.ts";
 import {
   acquire as ACQUIRE,
   extend as EXTEND,
@@ -55,13 +57,22 @@ export function attemptId(): string {
 /**
  * The owner as Redis knows it. An owner string the caller chose counts only on the client (or Redlock group) that
  * uses it: `<client id>:<owner>`, as Redisson scopes a thread id to its client, so the same string in two processes
- * never merges their holds (sharing a hold across processes goes through a token: see resume()). A `lease.owner`
- * passed back is kept: one scoped already, or an id made by attemptId() in this process (unique anyway, and bare).
+ * never merges their holds (sharing a hold across processes goes through a token: see resume()). A string scoped
+ * already is kept; so is the owner of a live hold of the same lease on the same client or group (the caller checks
+ * that: a `lease.owner` passed back re-enters, whether it was made here, by attemptId(), or came with a token).
  */
 export function scopedOwner(scope: string, owner: string): string {
-  return owner.startsWith(`${scope}:`) || (idPrefix !== undefined && owner.startsWith(idPrefix))
-    ? owner
-    : `${scope}:${owner}`;
+  return owner.startsWith(`${scope}:`) ? owner : `${scope}:${owner}`;
+}
+
+/**
+ * The owner Redis knows an acquire by: a new id; a Lease's owner exactly; the owner of a live hold of this lease
+ * here (a `lease.owner` passed back); else the string given, scoped to `target` (see scopedOwner).
+ */
+export function ownerFor(target: Target & { readonly scope: string }, keys: LeaseKeys, o: Resolved): string {
+  if (o.owner === undefined) return attemptId();
+  if (o.exactOwner || target.holds.get(`${keys.hash}\n${o.owner}`)?.active) return o.owner;
+  return scopedOwner(target.scope, o.owner);
 }
 
 /** What a lease token names: one hold of one lease on one Redis. */

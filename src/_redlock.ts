@@ -11,7 +11,7 @@ import {
   stateOf,
 } from "./_client.ts";
 import { drift, grant, type Hold, type LeaseImpl, type Target } from "./_hold.ts";
-import { acquireCall, attemptId, extendCall, keysOf, releaseCall, scopedOwner } from "./_protocol.ts";
+import { acquireCall, attemptId, extendCall, keysOf, ownerFor, releaseCall } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
@@ -42,6 +42,11 @@ export function groupOf(clients: readonly RedisLike[], nodeTimeoutMs: number): R
 export class RedlockGroup implements Target {
   readonly holds: Map<string, Hold> = new Map();
   readonly resumable = false;
+  /**
+   * Owner strings given to this group are its own (not those of the same string on one of its clients alone): one
+   * group per set of clients and nodeTimeoutMs in a process (groupOf), so the same string re-enters through it.
+   */
+  readonly scope = `g${crypto.randomUUID().replaceAll("-", "")}`;
   readonly quorum: number;
 
   constructor(readonly nodes: readonly ClientState[], readonly nodeTimeoutMs: number) {
@@ -95,7 +100,7 @@ export async function acquireRedlock(
 ): Promise<LeaseImpl> {
   const group = groupOf(clients, nodeTimeoutMs);
   const keys = keysOf(o.prefix, o.name);
-  const owner = o.owner === undefined ? attemptId() : o.exactOwner ? o.owner : scopedOwner(group.nodes[0].id, o.owner);
+  const owner = ownerFor(group, keys, o);
   const start = performance.now();
   const deadline = start + o.waitMs;
   // The whole call is bounded like a single-node acquire, whatever nodeTimeoutMs is.

@@ -1,7 +1,7 @@
 import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
 import { ACQUIRE_GRACE_MS, type RedisLike, stateOf } from "./_client.ts";
-import { drift, grant, type LeaseImpl } from "./_hold.ts";
-import { extendCall, parseToken } from "./_protocol.ts";
+import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
+import { extendCall, keysOf, parseToken } from "./_protocol.ts";
 import { checkCallOptions, fail, type Resolved, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, CallOptions, Lease } from "./lease.ts";
@@ -87,9 +87,16 @@ async function resumeResolved(
   const st = stateOf(client);
   const mine = st.holds.get(`${t.keys.hash}\n${t.owner}`);
   if (mine?.active && mine.fence === t.fence) {
-    // Held here: re-enter (one more hold in Redis) rather than hand out a second handle on one hold.
-    const prefix = t.keys.hash.slice(0, t.keys.hash.lastIndexOf(":{"));
-    return acquireResolved(client, { ...o, prefix, waitMs: 0 });
+    // Held here: re-enter (one more hold in Redis) rather than hand out a second handle on one hold. Redis may have
+    // dropped the hold without this client knowing yet: a re-entry that finds it gone (busy, or a new grant with
+    // another fence) is not this hold, so it is given back and the hold reported lost.
+    const prefix = t.keys.hash.slice(0, t.keys.hash.length - keysOf("", o.name).hash.length);
+    const again = await acquireResolved(client, { ...o, prefix, waitMs: 0 }).catch((e: unknown) => {
+      throw e instanceof LockTimeoutError ? new LeaseLostError(o.name, "not-held") : e;
+    });
+    if (again.fence === t.fence) return again;
+    await releaseHandle(again).catch(() => {});
+    throw new LeaseLostError(o.name, "not-held");
   }
   const t0 = performance.now();
   const bound = { until: t0 + Math.max(timeoutMs, ACQUIRE_GRACE_MS), signal: o.signal, name: o.name };

@@ -168,7 +168,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     admin = await srv.client();
     dir = mkdtempSync(join(tmpdir(), "redlease-cli-"));
     baseEnv = { ...process.env, REDIS_URL: srv.url, NO_COLOR: "1" };
-    for (const k of ["NAME", "PREFIX", "OWNER", "FENCE", "TOKEN", "DEBUG"]) baseEnv[`REDLEASE_${k}`] = undefined;
+    for (const k of ["NAME", "PREFIX", "SERVER", "OWNER", "FENCE", "TOKEN", "DEBUG"]) baseEnv[`REDLEASE_${k}`] = undefined;
   });
   after(async () => {
     for (const p of live) p.kill("SIGKILL");
@@ -289,11 +289,30 @@ describe(`redlease CLI (${runtimeName()})`, () => {
 
     // A token whose hold is gone: the inner run says so and exits 4, without running its command.
     const gone = await cli(["run", name, "--", ...child("env", "0")], {
-      env: { REDLEASE_NAME: name, REDLEASE_PREFIX: "redlease", REDLEASE_TOKEN: inner.token },
+      env: { REDLEASE_NAME: name, REDLEASE_PREFIX: "redlease", REDLEASE_SERVER: inner.server, REDLEASE_TOKEN: inner.token },
     });
     assert.equal(gone.code, 4, gone.stderr);
     oneLine(gone, /lost lease .*the enclosing run no longer holds it/);
     assert.equal(gone.stdout, "");
+
+    // The same name on another Redis is another lease: acquired there, not resumed.
+    const other2 = await startRedis();
+    try {
+      const [c2, p2] = runtimeArgs(CLI);
+      const there = await cli(["run", name, "--wait", "0", "--", ...child("exec", c2, ...p2, "run", name, "--url", other2.url, "--wait", "0", "--", ...child("env", "0"))]);
+      assert.equal(there.code, 0, there.stderr);
+      const e3 = JSON.parse(there.stdout);
+      assert.notEqual(e3.token, inner.token);
+      assert.notEqual(e3.server, inner.server);
+    } finally {
+      await other2.stop();
+    }
+
+    // An inner --fixed run renews the enclosing hold like the outer one: a command longer than its --lease runs on.
+    const work = mkdtempSync(join(dir, "nested-"));
+    const fixed = await cli(["run", name, "--wait", "0", "--", ...child("exec", cmd, ...pre, "run", name, "--fixed", "--lease", "300ms", "--", ...child("critical", work, "900"))]);
+    assert.equal(fixed.code, 0, fixed.stderr);
+    assert.equal(fixed.stderr, "");
   });
 
   test("three concurrent runs on one name never overlap (checked by the commands themselves)", T, async () => {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import {
   acquire,
+  type Driver,
   extend,
   forceUnlock,
   inspect,
@@ -11,6 +12,7 @@ import {
   resume,
   withLock,
 } from "../mod.ts";
+import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
@@ -359,6 +361,26 @@ describe("stale handles and lost replies", () => {
     assert.ok(info.remainingMs > 9_000);
     assert.equal(newer.signal.aborted, false);
     assert.equal(await release(newer), true);
+  });
+
+  test("a Driver whose evalScript throws instead of rejecting: release() rejects and the handle ends", async () => {
+    let broken = false;
+    const real = nodeRedis(c);
+    const d: Driver = {
+      ...real,
+      evalScript: (sha, keys, args, signal) => {
+        if (broken) throw new Error("connection is closed");
+        return real.evalScript(sha, keys, args, signal);
+      },
+    };
+    const lease = await acquire(d, "sync-throw", { leaseMs: 5_000 });
+    broken = true;
+    let sent: Promise<boolean> | undefined;
+    assert.doesNotThrow(() => (sent = release(lease)));
+    await assert.rejects(sent!, /connection is closed/);
+    assert.equal(lease.signal.aborted, true, "released locally, as after a rejected command");
+    assert.equal(await release(lease), false, "a second release is false, not another attempt");
+    await forceUnlock(c, "sync-throw");
   });
 
   test("withLock() rejects with LeaseLostError when its final release finds the lease gone", async () => {

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createClient } from "redis";
-import { acquire, extend, inspect, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
+import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
@@ -177,6 +177,62 @@ describe("owner scope, lease.token and resume()", () => {
     ac.abort(new Error("stop"));
     await assert.rejects(resume(closed, good, { signal: ac.signal }), /stop/);
     await release(lease);
+  });
+
+  test("resume() within the holding client of a name with ':{' re-enters that lease's own key", async () => {
+    const name = `${fresh()}:{x`;
+    const lease = await acquire(a, name, { leaseMs: 5_000 });
+    const again = await resume(a, lease.token, { leaseMs: 5_000 });
+    assert.equal(again.fence, lease.fence);
+    assert.deepEqual((await inspect(b, name)).owners, [{ owner: lease.owner, holds: 2 }]);
+    assert.equal(await release(again), true);
+    assert.equal(await release(lease), true);
+    assert.equal((await inspect(b, name)).held, false);
+  });
+
+  test("resume() within the holding client of a hold Redis dropped rejects 'not-held' and takes nothing", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name, { leaseMs: 10_000 });
+    await forceUnlock(b, name); // the holding client has not heard of it yet
+    await assert.rejects(resume(a, lease.token, { leaseMs: 10_000 }), (e) => e instanceof LeaseLostError && e.why === "not-held");
+    assert.equal((await inspect(b, name)).held, false, "no new grant left behind");
+    const other = await acquire(b, name, { leaseMs: 10_000 });
+    await assert.rejects(resume(a, lease.token), (e) => e instanceof LeaseLostError && e.why === "not-held");
+    assert.deepEqual((await inspect(b, name)).owners, [{ owner: other.owner, holds: 1 }]);
+    await release(other);
+  });
+
+  test("lease.owner passed back re-enters on the client holding it, resumed or not, and nowhere else", async () => {
+    const name = fresh();
+    const lease = await acquire(a, name, { owner: "job", leaseMs: 5_000 });
+    const held = await resume(b, lease.token, { leaseMs: 5_000 });
+    const again = await acquire(b, name, { owner: held.owner, waitMs: 0 }); // b holds it (resumed)
+    assert.equal(again.fence, lease.fence);
+    assert.deepEqual((await inspect(a, name)).owners, [{ owner: lease.owner, holds: 2 }]);
+    await release(again);
+    await release(held);
+    // A default owner's id is no exception: on a client that does not hold it, it is another owner.
+    const mine = await acquire(a, name, { leaseMs: 5_000 });
+    await assert.rejects(acquire(b, name, { owner: mine.owner, waitMs: 0 }), LockTimeoutError);
+    await release(mine);
+  });
+
+  test("the same owner string on one client and on a Redlock group including it is two owners", async () => {
+    const others = await Promise.all([startRedis(), startRedis()]);
+    try {
+      const name = fresh();
+      const single = await acquire(a, name, { owner: "w", leaseMs: 5_000 });
+      const group = redlock([a, await others[0].client(), await others[1].client()]);
+      // The group gets its majority from the two other masters; on `a` it is busy, not a re-entry of `single`.
+      const together = await acquire(group, name, { owner: "w", waitMs: 0, leaseMs: 5_000 });
+      assert.notEqual(together.owner, single.owner);
+      assert.deepEqual((await inspect(b, name)).owners, [{ owner: single.owner, holds: 1 }]);
+      await release(together);
+      assert.deepEqual((await inspect(b, name)).owners, [{ owner: single.owner, holds: 1 }]);
+      await release(single);
+    } finally {
+      await Promise.all(others.map((o) => o.stop()));
+    }
   });
 
   test("a Redlock lease has no token", async () => {
