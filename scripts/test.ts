@@ -75,7 +75,7 @@ const checks: Array<[string, string, string[]]> = [
   ["type-check (tests, scripts)", bin("tsc"), ["-p", "tsconfig.test.json"]],
   ["lint", bin("deno"), ["lint"]],
   ["exports match", process.execPath, ["--import", "tsx", "scripts/check_exports.ts"]],
-  ["size budget (core <= 10240 B gzipped)", process.execPath, ["--import", "tsx", "scripts/size.ts"]],
+  ["size budget (scripts/size.ts: the core entry, gzipped)", process.execPath, ["--import", "tsx", "scripts/size.ts"]],
   ["build", bin("tsup"), []],
 ];
 
