@@ -233,6 +233,53 @@ function onError(lib: string) {
   };
 }
 
+/** A node-redis client with `scripts` loaded, and a second connection for SUBSCRIBE (the B3 floors). */
+async function scriptedPair(url: string, scripts: string[]): Promise<{ c: Any; sub: Any }> {
+  const { createClient } = await import("redis");
+  const c = createClient({ url });
+  c.on("error", onError("node-redis"));
+  const sub = c.duplicate();
+  sub.on("error", onError("node-redis"));
+  await Promise.all([c.connect(), sub.connect()]);
+  await Promise.all(scripts.map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
+  return { c, sub };
+}
+
+/**
+ * Grants by message, for the notified B3 floors: `wait(id)` until `granted(id)`, or fail after WAIT_MS. A grant's
+ * message can overtake the reply of the call that queued its waiter, so early grants are counted per id.
+ */
+function grants(lib: string) {
+  const early = new Map<string, number>(), waiting = new Map<string, () => void>();
+  return {
+    granted(id: string): void {
+      const wake = waiting.get(id);
+      if (wake) {
+        waiting.delete(id);
+        wake();
+      } else early.set(id, (early.get(id) ?? 0) + 1);
+    },
+    wait(id: string): Promise<void> {
+      const e = early.get(id) ?? 0;
+      if (e > 0) {
+        if (e === 1) early.delete(id);
+        else early.set(id, e - 1);
+        return Promise.resolve();
+      }
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => {
+          waiting.delete(id);
+          reject(new Error(`${lib}: not granted within ${WAIT_MS} ms`));
+        }, WAIT_MS);
+        waiting.set(id, () => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    },
+  };
+}
+
 async function ioredisClient(url: string): Promise<Any> {
   const m: Any = await import("ioredis");
   const Redis = m.Redis ?? m.default;
@@ -369,45 +416,17 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
       };
     }
     case "fifo": {
-      const { createClient } = await import("redis");
       return {
         async connect(url) {
-          const c = createClient({ url });
-          c.on("error", onError("node-redis"));
-          const sub = c.duplicate();
-          sub.on("error", onError("node-redis"));
-          await Promise.all([c.connect(), sub.connect()]);
-          await Promise.all([FIFO_ACQUIRE, FIFO_RELEASE].map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
-          const id = randomUUID(), acq = sha1(FIFO_ACQUIRE), rel = sha1(FIFO_RELEASE);
-          // A grant's message can overtake the acquire script's reply: count early grants per name.
-          const early = new Map<string, number>(), waiting = new Map<string, () => void>();
-          await sub.subscribe(`fifo:${id}`, (name) => {
-            const wake = waiting.get(name);
-            if (wake) {
-              waiting.delete(name);
-              wake();
-            } else early.set(name, (early.get(name) ?? 0) + 1);
-          });
+          const { c, sub } = await scriptedPair(url, [FIFO_ACQUIRE, FIFO_RELEASE]);
+          const id = randomUUID(), acq = sha1(FIFO_ACQUIRE), rel = sha1(FIFO_RELEASE), g = grants("fifo");
+          await sub.subscribe(`fifo:${id}`, (name: string) => g.granted(name)); // the message names the lock
           const keys = (name: string) => [`fifo:{${name}}`, `fifo:{${name}}:q`];
           return {
             async acquire(name) {
               const got = await c.sendCommand(["EVALSHA", acq, "2", ...keys(name), id, String(LEASE_MS)]);
-              if (got === 1) return name;
-              const e = early.get(name) ?? 0;
-              if (e > 0) {
-                early.set(name, e - 1);
-                return name;
-              }
-              return new Promise((resolve, reject) => {
-                const t = setTimeout(() => {
-                  waiting.delete(name);
-                  reject(new Error(`fifo: not granted within ${WAIT_MS} ms`));
-                }, WAIT_MS);
-                waiting.set(name, () => {
-                  clearTimeout(t);
-                  resolve(name);
-                });
-              });
+              if (got !== 1) await g.wait(name);
+              return name;
             },
             release: async (h) => {
               const name = h as string;
@@ -448,26 +467,12 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
       };
     }
     case "fairfenced": {
-      const { createClient } = await import("redis");
       return {
         async connect(url) {
-          const c = createClient({ url });
-          c.on("error", onError("node-redis"));
-          const sub = c.duplicate();
-          sub.on("error", onError("node-redis"));
-          await Promise.all([c.connect(), sub.connect()]);
-          await Promise.all([FAIR_QUEUE, FAIR_HANDOFF].map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
-          const id = randomUUID(), queue = sha1(FAIR_QUEUE), handoff = sha1(FAIR_HANDOFF);
-          // A grant's message can overtake the queueing script's reply: keep early grants by attempt.
-          const early = new Set<string>(), waiting = new Map<string, () => void>(), subscribed = new Set<string>();
-          const onMessage = (m: string) => {
-            const attempt = m.slice(0, m.indexOf(":"));
-            const wake = waiting.get(attempt);
-            if (wake) {
-              waiting.delete(attempt);
-              wake();
-            } else early.add(attempt);
-          };
+          const { c, sub } = await scriptedPair(url, [FAIR_QUEUE, FAIR_HANDOFF]);
+          const id = randomUUID(), queue = sha1(FAIR_QUEUE), handoff = sha1(FAIR_HANDOFF), g = grants("fairfenced");
+          const onMessage = (m: string) => g.granted(m.slice(0, m.indexOf(":"))); // "<attempt>:<fence>:…"
+          const subscribed = new Set<string>();
           let attempts = 0;
           return {
             async acquire(name) {
@@ -480,18 +485,8 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
               const r = await c.sendCommand([
                 "EVALSHA", queue, "2", ...keys, id, String(LEASE_MS), `${id}|${attempt}|${id}`, "30000",
               ]);
-              if (!Array.isArray(r)) return name;
-              if (early.delete(attempt)) return name;
-              return new Promise((resolve, reject) => {
-                const t = setTimeout(() => {
-                  waiting.delete(attempt);
-                  reject(new Error(`fairfenced: not granted within ${WAIT_MS} ms`));
-                }, WAIT_MS);
-                waiting.set(attempt, () => {
-                  clearTimeout(t);
-                  resolve(name);
-                });
-              });
+              if (Array.isArray(r)) await g.wait(attempt);
+              return name;
             },
             release: async (h) => {
               const name = h as string;
