@@ -26,7 +26,8 @@ export const EXIT_CODES_HELP = `Exit codes:
   0         success (run: the command exited 0)
   1         unlock: the lease was not held
   2         usage error: unknown command or option, missing argument, bad duration, name or URL
-  3         busy: another owner holds the lease and --wait ran out (at once with --wait 0)
+  3         busy: another owner holds the lease and --wait ran out (at once with --wait 0), or it is held
+            in a way this run cannot join (another number of --permits, or exclusive/shared against permits)
   4         run: the lease was lost while the command ran; the command got SIGTERM (SIGKILL after --grace)
   5         Redis unreachable, Redis error or no answer within 10s, or node-redis not installed
   70        internal error (a bug; REDLEASE_DEBUG=1 prints the stack trace)

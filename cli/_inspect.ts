@@ -8,13 +8,14 @@ import { textTable } from "./_table.ts";
 export const INSPECT_HELP = `Usage: redlease inspect [PATTERN] [options]
 
 List the held leases whose names match PATTERN, a Redis glob (* ? [abc] \\x; default *), one row per
-lease: name, owner, hold count, remaining TTL, fence (the latest fencing token) and the number of queued
+lease: name, kind (exclusive, shared, or N permits), owners (an exclusive holder that also holds it shared is
+listed twice), hold counts, remaining TTL, fence (the latest fencing token) and the number of queued
 waiters (entries of waiters that died count until a release skips them). Each lease is read atomically;
 the list is assembled with SCAN, so leases taken or released meanwhile may be missed.
 
 Options:
-  --json           print a JSON array of { name, held, owners: [{ owner, holds }], remainingMs, fence,
-                   waiters } instead of the table
+  --json           print a JSON array of { name, held, kind, permits, owners: [{ owner, holds, kind,
+                   remainingMs }], remainingMs, fence, waiters } instead of the table
   --all            also list names that are not held but still have a record (a fence kept for 10s
                    after release, or queued waiters)
   --url URL        Redis URL (default: $REDIS_URL, else redis://localhost:6379)
@@ -63,7 +64,9 @@ function toJson(infos: readonly LeaseInfo[]): string {
     infos.map((i) => ({
       name: i.name,
       held: i.held,
-      owners: i.owners.map((o) => ({ owner: o.owner, holds: o.holds })),
+      kind: i.kind,
+      permits: i.permits,
+      owners: i.owners.map((o) => ({ owner: o.owner, holds: o.holds, kind: o.kind, remainingMs: o.remainingMs })),
       remainingMs: i.remainingMs,
       fence: i.fence,
       waiters: i.waiters,
@@ -76,6 +79,7 @@ function toJson(infos: readonly LeaseInfo[]): string {
 function toTable(infos: readonly LeaseInfo[]): string {
   const rows = infos.map((i) => [
     i.name,
+    i.kind === "permits" ? `${i.permits} permits` : i.kind,
     i.held ? i.owners.map((o) => o.owner).join(", ") : "-",
     i.held ? i.owners.map((o) => String(o.holds)).join(", ") : "0",
     i.held ? formatMs(i.remainingMs) : "-",
@@ -83,9 +87,9 @@ function toTable(infos: readonly LeaseInfo[]): string {
     String(i.waiters),
   ]);
   return textTable(
-    ["NAME", "OWNER", "HOLDS", "REMAINING", "FENCE", "WAITERS"],
+    ["NAME", "KIND", "OWNER", "HOLDS", "REMAINING", "FENCE", "WAITERS"],
     rows,
-    ["left", "left", "right", "right", "right", "right"],
+    ["left", "left", "left", "right", "right", "right", "right"],
   );
 }
 

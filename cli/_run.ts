@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { constants } from "node:os";
 import process from "node:process";
-import { acquire, type Lease, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
+import { acquire, type Lease, LeaseKindError, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
 import { flag, formatMs, GLOBAL_OPTIONS, parseArgs, parseDuration, value } from "./_args.ts";
 import {
   checkName,
@@ -49,6 +49,10 @@ Options:
   --wait DURATION   how long to wait while another owner holds the lease (default 10s; 0 = fail at once
                     with exit code 3; inf = wait forever)
   --grace DURATION  time between SIGTERM and SIGKILL after the lease is lost (default 10s)
+  --shared          hold it shared (the read side of a read-write lock): shared runs run together, and an
+                    exclusive run (the default) waits for them and excludes them
+  --permits N       hold one of N permits: at most N runs hold the lease at once (every run of NAME must
+                    say the same N; exit code 3 otherwise)
   --url URL         Redis URL (default: $REDIS_URL, else redis://localhost:6379)
   --prefix PREFIX   key prefix (default: redlease)
   -h, --help        show this help
@@ -59,6 +63,8 @@ Examples:
   redlease run nightly-report -- ./report.sh --date today
   redlease run --wait 0 cron:cleanup -- node cleanup.js        # skip this run if another host is on it
   redlease run --lease 5m --fixed migrate -- npm run migrate    # stop the migration after 5 minutes
+  redlease run --permits 4 upstream:geo -- ./fetch.sh           # at most 4 of these at once, on any host
+  redlease run --shared schema -- ./read-report.sh              # many readers; \`redlease run schema\` excludes them
 
 ${EXIT_CODES_HELP}
 `;
@@ -149,7 +155,7 @@ export async function run(argv: readonly string[]): Promise<number> {
   const p = parseArgs(
     "run",
     argv,
-    { ...GLOBAL_OPTIONS, lease: "value", fixed: "flag", wait: "value", grace: "value" },
+    { ...GLOBAL_OPTIONS, lease: "value", fixed: "flag", wait: "value", grace: "value", shared: "flag", permits: "value" },
     1,
   );
   if (flag(p, "help")) {
@@ -164,6 +170,16 @@ export async function run(argv: readonly string[]): Promise<number> {
   const graceMs = parseDuration("run", "grace", value(p, "grace") ?? "10s", { min: 0 });
   const prefix = checkPrefix("run", value(p, "prefix"));
   const url = resolveUrl("run", value(p, "url"));
+  const shared = flag(p, "shared");
+  const permitsText = value(p, "permits");
+  let permits: number | undefined;
+  if (permitsText !== undefined) {
+    permits = Number(permitsText);
+    if (!/^[1-9]\d*$/.test(permitsText) || permits > 1_000_000) {
+      throw usage("run", `--permits must be an integer from 1 to 1000000, not '${permitsText}'`);
+    }
+    if (shared) throw usage("run", "--permits cannot be combined with --shared");
+  }
 
   // Signals: while waiting they cancel the wait; once the command runs they are forwarded to it, except a
   // SIGINT the terminal sent the command as well (terminalSignalledCommand).
@@ -205,12 +221,15 @@ export async function run(argv: readonly string[]): Promise<number> {
           waitMs,
           signal: waiting.signal,
           prefix,
+          ...(shared ? { shared } : {}),
+          ...(permits !== undefined ? { permits } : {}),
         });
     } catch (e) {
       if (e instanceof Interrupted) return 128 + signalNumber(e.signal);
       if (e instanceof LeaseLostError) {
         throw new CliError(`lost lease '${name}': the enclosing run no longer holds it (${lossText(e, leaseMs)})`, EXIT.LOST);
       }
+      if (e instanceof LeaseKindError) throw new CliError(e.message, EXIT.BUSY);
       if (e instanceof LockTimeoutError) {
         const left = e.remainingMs >= 0 ? ` for ${formatMs(e.remainingMs)} more` : "";
         const waited = waitMs === 0 ? "--wait 0" : `waited ${formatMs(e.waitedMs)}`;

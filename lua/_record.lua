@@ -6,8 +6,11 @@
 --         been claimed by its waiter yet.
 --   free  "<fence>": the last fence, kept for a while after the final release (a fence taken from the clock after
 --         that is larger anyway, and a burst of grants may have run the fence ahead of the clock).
+--   set   "<fence>/<mode>": held by a set of holders (see _holders.lua), mode "s" for shared holds or "p<n>" for n
+--         permits; the fence is the latest handed out. The key lives at least as long as its live holders.
 -- record(v): fence (number, 0 without a record), attempt id, holds (number), claim by (number or nil), owner
---   (nil when free). Any other value is not ours: an error, never a free lease.
+--   (nil when free), and the set mode (nil unless a set record). Any other value is not ours: an error, never a
+--   free lease.
 -- now_us(): server time in microseconds.
 -- next_fence(last, now): max(now, last + 1): strictly increasing per name while a record exists, time-anchored
 --   when none does (Redis TTLs already assume the server clock does not step back).
@@ -16,6 +19,9 @@ local function record(v)
   if not v then return 0 end
   local f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$')
   if not f then
+    local sf, mode = string.match(v, '^(%d+)/(s)$')
+    if not sf then sf, mode = string.match(v, '^(%d+)/(p%d+)$') end
+    if sf and #sf <= 16 then return tonumber(sf), nil, nil, nil, nil, mode end
     -- A kept fence: digits only, at most 16 (microseconds since 1970 until the year 2286).
     if #v > 16 or not string.find(v, '^%d+$') then
       error({ err = 'ERR redlease: the lease key holds a value that is not a lease record' })

@@ -3,7 +3,8 @@
 -- the live queue before any newcomer (FIFO across expiry), and a handed-over grant that its waiter did not claim
 -- within its claim window is taken back and passed on.
 -- KEYS[1]  lease key: the grant record (see _record.lua)
--- KEYS[2]  wait queue: sorted set of "<client id>|<attempt id>|<lease ms>|<claim ms>|<owner>" -> µs when queued
+-- KEYS[2]  wait queue: sorted set of entries (see _handoff.lua) -> µs when queued
+-- KEYS[3]  the holder set of shared holds or permits, and KEYS[4] its records (see _holders.lua)
 -- ARGV[1]  owner
 -- ARGV[2]  lease ms (the TTL to set)
 -- ARGV[3]  attempt id (unique per acquire call)
@@ -14,8 +15,10 @@
 --          handed to this attempt (which this call claims);
 --          otherwise -1 - the ms after which to try again (the holder's PTTL, or what is left of an unclaimed
 --          grant's claim window); for a waiting caller { that number, µs when it was queued, 1 if this call
---          queued it else 0 }.
-local h, q = KEYS[1], KEYS[2]
+--          queued it else 0 };
+--          "!upgrade" when this owner holds the lease shared (waiting for exclusive would deadlock), "!p<n>" when
+--          the lease is held as n permits.
+local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, ms, aid, entry, pub = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6]
 -- The uncontended path comes first and stays cheap (no number conversions, no closures): with no record and
 -- nobody queued, SET ... NX GET takes the key in one call; otherwise it returns the record that is there. The
@@ -56,14 +59,13 @@ if v then
   end
 end
 local now = tonumber(fresh)
--- @include _record.lua
 -- @include _handoff.lua
 
--- The lease has no owner: the head of the live queue goes first, then the caller.
+-- The lease has no holder: the head of the live queue goes first, then the caller.
 local function take_free(last)
   if redis.call('EXISTS', q) == 1 then
     local r
-    r, last = handoff(h, q, pub, last, aid)
+    r, last = admit(h, q, s, d, pub, last, aid, nil, nil, 0)
     if type(r) == 'number' then return busy(r) end
     if r == 'self' then entry = '' end
   end
@@ -73,7 +75,13 @@ local function take_free(last)
   return f
 end
 
-local fence, gid, c, by, gowner = record(v)
+local fence, gid, c, by, gowner, mode = record(v)
+if mode and purge(s, d, now) > 0 then
+  -- Held shared or as permits.
+  if mode ~= 's' then return '!' .. mode end
+  if redis.call('ZSCORE', s, owner) then return '!upgrade' end
+  return busy(earliest(s, now))
+end
 if not gowner then return take_free(fence) end
 if gowner == owner and gid == aid then
   -- This attempt holds it already (a retry, or a handoff whose message crossed this call): claim it.

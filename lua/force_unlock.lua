@@ -2,15 +2,17 @@
 -- first live waiter.
 -- KEYS[1]  lease key
 -- KEYS[2]  wait queue
+-- KEYS[3]  the holder set, and KEYS[4] its records: every shared hold and permit is removed as well
 -- ARGV[1]  how long the grant record outlives the unlock, ms
 -- ARGV[2]  publish command: PUBLISH or SPUBLISH
 -- Returns  0 when the lease was not held, 1 when it was freed, 2 when it was freed and handed to a waiter.
--- @include _record.lua
 -- @include _handoff.lua
-local h, q = KEYS[1], KEYS[2]
+local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local fence, _, _, _, owner = record(redis.call('GET', h))
-if not owner then return 0 end
-local r, last = handoff(h, q, ARGV[2], fence, nil)
-if r then return 2 end
+local n = purge(s, d, now_us())
+if not owner and n == 0 then return 0 end
+redis.call('DEL', s, d)
+local r, last = admit(h, q, s, d, ARGV[2], fence, nil, nil, nil, 0)
+if type(r) == 'number' then return 2 end
 redis.call('SET', h, string.format('%d', last), 'PX', ARGV[1])
 return 1

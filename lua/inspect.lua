@@ -1,15 +1,33 @@
 -- inspect: a consistent snapshot of one lease.
 -- KEYS[1]  lease key
 -- KEYS[2]  wait queue
--- Returns  { fence, pttl, waiters, owner, holds } (no owner and holds when free)
+-- KEYS[3]  the holder set, and KEYS[4] its records (see _holders.lua)
+-- Returns  { fence, pttl, waiters, mode, then per holder: owner, holds, kind, ms left }
 --          fence 0 when no record exists; pttl -2 when the key does not exist; waiters = queue length
---          (entries of waiters that died are counted until a handoff skips them).
+--          (entries of waiters that died are counted until a handoff skips them); mode "x" (exclusive or free),
+--          "s" (shared) or "p<n>" (n permits); kind "x" for the exclusive holder, else the mode of a set hold.
+--          Expired set holds are not listed (they are dropped by the next script that changes the lease).
 -- @include _record.lua
-local h = KEYS[1]
-local fence, _, c, _, owner = record(redis.call('GET', h))
-local out = { fence, redis.call('PTTL', h), redis.call('ZCARD', KEYS[2]) }
+-- @include _holders.lua
+local h, s, d = KEYS[1], KEYS[3], KEYS[4]
+local fence, _, c, _, owner, mode = record(redis.call('GET', h))
+local pttl = redis.call('PTTL', h)
+local out = { fence, pttl, redis.call('ZCARD', KEYS[2]), mode or 'x' }
 if owner then
-  out[4] = owner
-  out[5] = c
+  table.insert(out, owner)
+  table.insert(out, c)
+  table.insert(out, 'x')
+  table.insert(out, pttl)
+end
+local now = now_us()
+local holders = redis.call('ZRANGEBYSCORE', s, '(' .. string.format('%d', now), '+inf', 'WITHSCORES')
+for i = 1, #holders, 2 do
+  local _, _, hc = hold_of(d, holders[i])
+  if hc then
+    table.insert(out, holders[i])
+    table.insert(out, hc)
+    table.insert(out, mode or 's')
+    table.insert(out, math.floor((tonumber(holders[i + 1]) - now) / 1000))
+  end
 end
 return out

@@ -3,6 +3,7 @@
 -- its queue entry is removed, and the hold it took, if any, is released.
 -- KEYS[1]  lease key
 -- KEYS[2]  wait queue
+-- KEYS[3]  the holder set, and KEYS[4] its records (see _holders.lua): the owner may hold shared holds too
 -- ARGV[1]  owner
 -- ARGV[2]  how long the grant record outlives the final release, ms
 -- ARGV[3]  publish command: PUBLISH (single node) or SPUBLISH (cluster)
@@ -14,7 +15,7 @@
 -- Returns  0 not held by this owner (or that attempt holds nothing: nothing changed but its entry removed),
 --          1 one hold released and the owner still holds it (reentrant count > 0),
 --          2 released and freed, 3 released and handed to a waiting client.
-local h, q = KEYS[1], KEYS[2]
+local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if ARGV[6] ~= '' then redis.call('ZREM', q, ARGV[6]) end
 local v = redis.call('GET', h)
 if not v then return 0 end
@@ -26,16 +27,24 @@ if c ~= '1' then
   redis.call('SET', h, f .. ':' .. a .. ':' .. (c - 1) .. ':' .. by .. ':' .. o, 'KEEPTTL')
   return 1
 end
--- The last hold. No number conversions and no closures until a waiter is found.
+-- The last hold. No number conversions and no closures until a waiter or a shared hold is found.
 local top = redis.call('ZPOPMIN', q)
-if not top[1] then
+if not top[1] and redis.call('EXISTS', s) == 0 then
   -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
   -- burst of grants may have run the fence ahead of the clock).
   redis.call('SET', h, f, 'PX', ARGV[2])
   return 2
 end
 -- @include _handoff.lua
-local r, last = handoff(h, q, ARGV[3], tonumber(f), nil, top)
-if r then return 3 end
-redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2])
+local last, mode, n = tonumber(f), nil, purge(s, d, now_us())
+if n > 0 then
+  -- The owner added shared holds while exclusive (a downgrade): they remain, and the lease is now shared. The key
+  -- lives as long as they do already (they stretched it).
+  mode = 's'
+  redis.call('SET', h, f .. '/s', 'KEEPTTL')
+end
+local r
+if top[1] then r, last = admit(h, q, s, d, ARGV[3], last, nil, top, mode, n) end
+if type(r) == 'number' then return 3 end
+if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
 return 2

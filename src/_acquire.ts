@@ -27,7 +27,7 @@ import {
 import { nap, unrefTimeout } from "./_timers.ts";
 import { fail, type Resolved } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
-import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
+import { LeaseKindError, LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
 
 /** The owner string of a Lease handle from this library. */
@@ -81,6 +81,9 @@ export function checkLease(op: string, lease: unknown): asserts lease is LeaseIm
 export function acquireAny(client: RedisLike | Redlock, o: Resolved): Promise<LeaseImpl> {
   if (!isRedlock(client)) return acquireResolved(client, o);
   if (o.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock", o.replicas);
+  if (o.kind !== "x") {
+    fail("acquire lease", o.kind === "s" ? "shared" : "permits", "is not supported with Redlock (yet)", o.kind === "s" || o.kind.slice(1));
+  }
   return client[REDLOCK](o);
 }
 
@@ -112,7 +115,8 @@ class Attempt {
    */
   call(entry?: QueueEntry): Promise<Acquired> {
     this.undone = false;
-    return acquireCall(this.st, this.keys, { owner: this.owner, ms: this.o.ms, attempt: this.id, entry }, this.bound);
+    const a = { kind: this.o.kind, owner: this.owner, ms: this.o.ms, attempt: this.id, entry };
+    return acquireCall(this.st, this.keys, a, this.bound);
   }
 
   /**
@@ -153,7 +157,7 @@ class Attempt {
   }
 
   granted(fence: number, deadline: number, claimAt?: number, fenceText?: string): Granted {
-    return { keys: this.keys, name: this.o.name, owner: this.owner, fence, fenceText, deadline, claimAt };
+    return { kind: this.o.kind, keys: this.keys, name: this.o.name, owner: this.owner, fence, fenceText, deadline, claimAt };
   }
 
   /**
@@ -164,7 +168,8 @@ class Attempt {
   undo(entry?: QueueEntry): Promise<void> {
     this.undone = true;
     const until = performance.now() + this.o.ms;
-    const args = { owner: this.owner, attempt: this.id, entry }; // this attempt's, even if retried after a restart
+    // This attempt's, even if retried after a restart.
+    const args = { kind: this.o.kind, owner: this.owner, attempt: this.id, entry };
     return new Promise<void>((settled) => {
       const send = (backoff: number): void =>
         void releaseCall(this.st, this.keys, args, { until, name: this.o.name }).then(() => settled(), (e) => {
@@ -182,6 +187,7 @@ class Attempt {
   /** The error to reject with: the signal's reason, a LockTimeoutError for a bound that passed, else as is. */
   failure(e: unknown): unknown {
     if (this.o.signal?.aborted) return this.o.signal.reason;
+    if (e instanceof LeaseKindError && e.lockName === "") return new LeaseKindError(this.o.name, e.why, e.found);
     if (e instanceof RedisTimeoutError) return new LockTimeoutError(this.o.name, -1, this.waited(), { cause: e });
     return e;
   }
@@ -240,7 +246,7 @@ async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): 
     // A handoff was written by the releaser's connection: write once more on ours so WAIT covers the grant.
     const t0 = performance.now();
     if (!wrote) {
-      if (await extendCall(a.st, a.keys, { owner: a.owner, ms: a.o.ms, fence: hold.fence }, a.bound) !== true) {
+      if (await extendCall(a.st, a.keys, { kind: a.o.kind, owner: a.owner, ms: a.o.ms, fence: hold.fence }, a.bound) !== true) {
         throw new LeaseLostError(a.o.name, "not-held");
       }
       hold.renewed(t0, a.o.ms);
@@ -264,7 +270,7 @@ async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): 
  */
 async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
   const { st, o } = a;
-  const entry: QueueEntry = { clientId: st.id, attempt: a.id, ms: o.ms, claimMs: o.claimMs, owner: a.owner };
+  const entry: QueueEntry = { clientId: st.id, attempt: a.id, ms: o.ms, claimMs: o.claimMs, kind: o.kind, owner: a.owner };
   const waiter = new Waiter(entry);
   const channel = channelOf(a.keys, st.id);
   const listening = st.listen(channel, a.id, (m) => waiter.onMessage(m));

@@ -241,7 +241,7 @@ export class ClientState implements Target {
   }
 
   async renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean> {
-    const args = { owner: hold.owner, ms, fence: hold.fenceText, exact };
+    const args = { kind: hold.kind, owner: hold.owner, ms, fence: hold.fenceText, exact };
     if (await extendCall(this, hold.keys, args, bound) !== true) return false;
     if (hold.replicas > 0) {
       const acked = await this.waitReplicas(hold.keys.hash, hold.replicas, hold.replicaTimeoutMs, bound);
@@ -251,7 +251,7 @@ export class ClientState implements Target {
   }
 
   release(hold: Hold, bound: Bound): Promise<boolean> {
-    return releaseHeld(this, hold.keys, { owner: hold.owner, fence: hold.fenceText }, bound);
+    return releaseHeld(this, hold.keys, { kind: hold.kind, owner: hold.owner, fence: hold.fenceText }, bound);
   }
 
   /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */

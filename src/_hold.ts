@@ -2,9 +2,9 @@
 // It owns its clock and its one timer (the next renewal, or the local deadline) and every change of its state:
 // granted, re-entered, renewed, extended, lost, released.
 import type { Bound } from "./_client.ts";
-import { type LeaseKeys, tokenOf } from "./_protocol.ts";
+import { holdId, type Kind, type LeaseKeys, tokenOf } from "./_protocol.ts";
 import { LeaseLostError, type LeaseLossReason } from "./errors.ts";
-import type { Lease } from "./lease.ts";
+import type { Lease, LeaseKind } from "./lease.ts";
 import { cancel, type Due, schedule } from "./_timers.ts";
 
 /** Redlock's clock-drift allowance: 1 % of the lease plus 2 ms. */
@@ -51,6 +51,7 @@ export interface GrantOptions {
 
 /** One grant from Redis, as the acquire path learned it. */
 export interface Granted {
+  readonly kind: Kind;
   readonly keys: LeaseKeys;
   readonly name: string;
   readonly owner: string;
@@ -84,6 +85,7 @@ export class Hold {
     o: GrantOptions,
     readonly clock: Clock = realClock,
   ) {
+    this.kind = g.kind;
     this.keys = g.keys;
     this.name = g.name;
     this.owner = g.owner;
@@ -97,6 +99,8 @@ export class Hold {
     this.replicaTimeoutMs = o.replicaTimeoutMs;
   }
 
+  /** Exclusive, shared or a permit (the scripts that renew and release it depend on it). */
+  readonly kind: Kind;
   readonly keys: LeaseKeys;
   readonly name: string;
   readonly owner: string;
@@ -236,6 +240,11 @@ export class LeaseImpl implements Lease {
 
   constructor(readonly hold: Hold, readonly name: string, readonly owner: string, readonly fence: number) {}
 
+  get kind(): LeaseKind {
+    const k = this.hold.kind;
+    return k === "x" ? "exclusive" : k === "s" ? "shared" : "permit";
+  }
+
   get signal(): AbortSignal {
     if (!this.#controller) {
       this.#controller = new AbortController();
@@ -263,7 +272,7 @@ export class LeaseImpl implements Lease {
     if (!h.target.resumable) {
       throw new TypeError(`Cannot make a token for lease '${this.name}': a Redlock lease cannot be resumed elsewhere`);
     }
-    return tokenOf({ name: h.name, keys: h.keys, owner: h.owner, fence: h.fence, fenceText: h.fenceText });
+    return tokenOf({ name: h.name, keys: h.keys, owner: h.owner, fence: h.fence, fenceText: h.fenceText, kind: h.kind });
   }
   get remainingMs(): number {
     return Math.max(0, this.hold.deadline - performance.now());
@@ -279,7 +288,7 @@ export class LeaseImpl implements Lease {
  */
 export function grant(target: Target, g: Granted, o: GrantOptions, clock: Clock = realClock): LeaseImpl | undefined {
   if (g.deadline <= clock.now()) return undefined;
-  const id = `${g.keys.hash}\n${g.owner}`;
+  const id = holdId(g.keys, g.owner, g.kind);
   let hold = target.holds.get(id);
   if (hold && hold.fence !== g.fence) {
     // Redis granted a new lease (new fence): the hold we knew of had been lost without us noticing yet.

@@ -5,11 +5,21 @@ import type { Target } from "./_hold.ts";
 import type { Resolved } from "./_validate.ts";
 import {
   acquire as ACQUIRE,
+  acquireSet as ACQUIRE_SET,
   extend as EXTEND,
+  extendSet as EXTEND_SET,
   forceUnlock as FORCE_UNLOCK,
   inspect as INSPECT,
   release as RELEASE,
+  releaseSet as RELEASE_SET,
 } from "./_scripts.ts";
+import { LeaseKindError } from "./errors.ts";
+
+/**
+ * How a hold shares its lease, as the scripts and queue entries write it: "x" exclusive, "s" shared, "p<n>" one of
+ * n permits. Shared and permit holds live in the lease's holder set (see lua/_holders.lua).
+ */
+export type Kind = "x" | "s" | `p${number}`;
 
 /** How long the grant record (the last fence) outlives a final release, ms. */
 export const FENCE_RETAIN_MS = 10_000;
@@ -22,6 +32,9 @@ export interface LeaseKeys {
   readonly hash: string;
   /** The FIFO wait queue. */
   readonly queue: string;
+  /** The holder set of shared holds and permits (owner -> expiry), and their records (owner -> fence, holds). */
+  readonly holders: string;
+  readonly holderRecords: string;
 }
 
 /**
@@ -31,7 +44,17 @@ export interface LeaseKeys {
 export function keysOf(prefix: string, name: string): LeaseKeys {
   const tag = /[%}]/.test(name) ? name.replace(/[%}]/g, (c) => (c === "%" ? "%25" : "%7D")) : name;
   const hash = `${prefix}:{${tag}}`;
-  return { hash, queue: `${hash}:q` };
+  return keysOfHash(hash);
+}
+
+function keysOfHash(hash: string): LeaseKeys {
+  return { hash, queue: `${hash}:q`, holders: `${hash}:s`, holderRecords: `${hash}:d` };
+}
+
+/** The key under which a target keeps this process's hold of `owner` on the lease at `keys` in `kind`. */
+export function holdId(keys: LeaseKeys, owner: string, kind: Kind): string {
+  // An owner may hold a lease exclusively and shared at once (a downgrade): two holds.
+  return kind === "x" ? `${keys.hash}\n${owner}` : `${keys.hash}\n${owner}\n${kind}`;
 }
 
 /** The channel on which the waiters of client `clientId` hear about grants of the lease at `keys`. */
@@ -71,7 +94,7 @@ export function scopedOwner(scope: string, owner: string): string {
  */
 export function ownerFor(target: Target & { readonly scope: string }, keys: LeaseKeys, o: Resolved): string {
   if (o.owner === undefined) return attemptId();
-  if (o.exactOwner || target.holds.get(`${keys.hash}\n${o.owner}`)?.active) return o.owner;
+  if (o.exactOwner || target.holds.get(holdId(keys, o.owner, o.kind))?.active) return o.owner;
   return scopedOwner(target.scope, o.owner);
 }
 
@@ -82,17 +105,21 @@ export interface TokenHold {
   readonly owner: string;
   readonly fence: number;
   readonly fenceText: string;
+  readonly kind: Kind;
 }
 
 const TOKEN = "rl1.";
 
 /**
- * `lease.token`: `rl1.` and the base64url of the JSON `[name, lease key, owner, fence]`: plain text that any runtime
+ * `lease.token`: `rl1.` and the base64url of the JSON `[name, lease key, owner, fence]` (and the kind, for a shared
+ * hold or a permit): plain text that any runtime
  * can carry (an environment variable, a queue message, a URL), naming the hold, not a secret: it grants what the
  * owner string does.
  */
 export function tokenOf(h: TokenHold): string {
-  const bytes = new TextEncoder().encode(JSON.stringify([h.name, h.keys.hash, h.owner, h.fenceText]));
+  const fields = [h.name, h.keys.hash, h.owner, h.fenceText];
+  if (h.kind !== "x") fields.push(h.kind);
+  const bytes = new TextEncoder().encode(JSON.stringify(fields));
   let bin = "";
   for (const b of bytes) bin += String.fromCharCode(b);
   return TOKEN + btoa(bin).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
@@ -108,12 +135,15 @@ export function parseToken(token: unknown): TokenHold | undefined {
   } catch {
     return undefined;
   }
-  if (!Array.isArray(v) || v.length !== 4 || !v.every((x) => typeof x === "string" && x.length > 0)) return undefined;
-  const [name, hash, owner, fenceText] = v as string[];
+  if (!Array.isArray(v) || v.length < 4 || v.length > 5 || !v.every((x) => typeof x === "string" && x.length > 0)) {
+    return undefined;
+  }
+  const [name, hash, owner, fenceText, kind = "x"] = v as string[];
+  if (!/^(x|s|p[1-9]\d{0,8})$/.test(kind)) return undefined;
   // The key must be the name's (under some prefix), and the fence a decimal integer, as the scripts keep it.
   const tail = keysOf("", name).hash;
   if (!hash.endsWith(tail) || hash.length === tail.length || !/^[1-9]\d{0,15}$/.test(fenceText)) return undefined;
-  return { name, keys: { hash, queue: `${hash}:q` }, owner, fence: Number(fenceText), fenceText };
+  return { name, keys: keysOfHash(hash), owner, fence: Number(fenceText), fenceText, kind: kind as Kind };
 }
 
 /** What a waiter puts in the queue: who to tell (client, attempt), and the grant it wants (lease, claim, owner). */
@@ -122,11 +152,12 @@ export interface QueueEntry {
   readonly attempt: string;
   readonly ms: number;
   readonly claimMs: number;
+  readonly kind: Kind;
   readonly owner: string;
 }
 
 function entryText(e: QueueEntry): string {
-  return `${e.clientId}|${e.attempt}|${e.ms}|${e.claimMs}|${e.owner}`;
+  return `${e.clientId}|${e.attempt}|${e.ms}|${e.claimMs}|${e.kind}|${e.owner}`;
 }
 
 /** The reply of an acquire call. */
@@ -150,6 +181,7 @@ export type Acquired =
   };
 
 export interface AcquireArgs {
+  readonly kind: Kind;
   readonly owner: string;
   readonly ms: number;
   readonly attempt: string;
@@ -160,10 +192,23 @@ export interface AcquireArgs {
 /** Take, re-enter or claim the lease, or learn when to try again (and queue, for a waiter). */
 export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
   const args = [a.owner, String(a.ms), a.attempt, a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish];
-  return st.run(ACQUIRE, [keys.hash, keys.queue], args, bound, acquired);
+  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
+  if (a.kind === "x") return st.run(ACQUIRE, k, args, bound, acquired);
+  args.push(a.kind);
+  return st.run(ACQUIRE_SET, k, args, bound, acquired);
+}
+
+/**
+ * A refusal ("!upgrade", "!x", "!s", "!p<n>") as a LeaseKindError. Its lease name is filled in by the acquire path
+ * (a decoder has none, and a closure per call to give it one would cost the hot path).
+ */
+function refused(r: string): never {
+  const found = r === "!x" ? "exclusive" : r === "!upgrade" || r === "!s" ? "shared" : Number(r.slice(2));
+  throw new LeaseKindError("", r === "!upgrade" ? "upgrade" : "mismatch", found);
 }
 
 function acquired(r: unknown): Acquired {
+  if (typeof r === "string" && r.charCodeAt(0) === 33 /* ! */) refused(r);
   // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path),
   // and a client may return integers as strings too (ioredis stringNumbers): the sign tells them apart.
   if (typeof r === "string" || typeof r === "number") {
@@ -179,6 +224,7 @@ export type Released = "not-held" | "kept" | "freed" | "handed-over";
 const RELEASED: readonly Released[] = ["not-held", "kept", "freed", "handed-over"];
 
 export interface ReleaseArgs {
+  readonly kind: Kind;
   readonly owner: string;
   /** The fence of the hold being released (a number, or its decimal text); omitted: any hold of the owner. */
   readonly fence?: number | string;
@@ -200,15 +246,18 @@ function releaseArgs(st: ClientState, a: ReleaseArgs): string[] {
 
 /** Release one hold (or undo one attempt); the last hold hands the lease to the first live waiter. */
 export async function releaseCall(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<Released> {
-  return RELEASED[await st.run(RELEASE, [keys.hash, keys.queue], releaseArgs(st, a), bound) as number];
+  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
+  return RELEASED[Number(await st.run(a.kind === "x" ? RELEASE : RELEASE_SET, k, releaseArgs(st, a), bound))];
 }
 
 /** releaseCall(), answering whether a hold was released (anything but "not-held"), in one step (the hot path). */
 export function releaseHeld(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<boolean> {
-  return st.run(RELEASE, [keys.hash, keys.queue], releaseArgs(st, a), bound, (r) => Number(r) !== 0);
+  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
+  return st.run(a.kind === "x" ? RELEASE : RELEASE_SET, k, releaseArgs(st, a), bound, (r) => Number(r) !== 0);
 }
 
 export interface ExtendArgs {
+  readonly kind: Kind;
   readonly owner: string;
   readonly ms: number;
   /** The fence (a number, or its decimal text). */
@@ -233,7 +282,9 @@ export async function extendCall(
     a.reestablish ? "1" : "",
     a.exact ? "" : "GT",
   ];
-  const r = Number(await st.run(EXTEND, [keys.hash], args, bound));
+  const r = a.kind === "x"
+    ? Number(await st.run(EXTEND, [keys.hash, keys.holders], args, bound))
+    : Number(await st.run(EXTEND_SET, [keys.hash, keys.holders, keys.holderRecords], args, bound));
   return r > 1 ? { fence: r } : r === 1;
 }
 
@@ -243,8 +294,19 @@ export async function forceUnlockCall(
   keys: LeaseKeys,
   bound?: Bound,
 ): Promise<"not-held" | "freed" | "handed-over"> {
-  const r = await st.run(FORCE_UNLOCK, [keys.hash, keys.queue], [String(FENCE_RETAIN_MS), st.publish], bound);
+  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
+  const r = await st.run(FORCE_UNLOCK, k, [String(FENCE_RETAIN_MS), st.publish], bound);
   return r === 0 ? "not-held" : r === 1 ? "freed" : "handed-over";
+}
+
+/** One holder in a snapshot. */
+export interface SnapshotHolder {
+  readonly owner: string;
+  readonly holds: number;
+  /** "x" for the exclusive holder, else the set mode of the hold. */
+  readonly kind: Kind;
+  /** The hold's remaining TTL in ms. */
+  readonly pttl: number;
 }
 
 /** A consistent snapshot of one lease. */
@@ -252,14 +314,19 @@ export interface Snapshot {
   readonly fence: number;
   readonly pttl: number;
   readonly waiters: number;
-  readonly owners: Array<{ owner: string; holds: number }>;
+  /** "x" when exclusive or free, else the set mode. */
+  readonly mode: Kind;
+  readonly holders: SnapshotHolder[];
 }
 
 export async function inspectCall(st: ClientState, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
-  const r = await st.run(INSPECT, [keys.hash, keys.queue], [], bound) as Array<string | number>;
-  const owners: Array<{ owner: string; holds: number }> = [];
-  for (let i = 3; i < r.length; i += 2) owners.push({ owner: String(r[i]), holds: Number(r[i + 1]) });
-  return { fence: Number(r[0]), pttl: Number(r[1]), waiters: Number(r[2]), owners };
+  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
+  const r = await st.run(INSPECT, k, [], bound) as Array<string | number>;
+  const holders: SnapshotHolder[] = [];
+  for (let i = 4; i + 3 < r.length; i += 4) {
+    holders.push({ owner: String(r[i]), holds: Number(r[i + 1]), kind: String(r[i + 2]) as Kind, pttl: Number(r[i + 3]) });
+  }
+  return { fence: Number(r[0]), pttl: Number(r[1]), waiters: Number(r[2]), mode: String(r[3]) as Kind, holders };
 }
 
 /** A message on a waiter channel, addressed to one attempt. */

@@ -11,7 +11,7 @@ import {
   stateOf,
 } from "./_client.ts";
 import { drift, grant, type Hold, type LeaseImpl, type Target } from "./_hold.ts";
-import { acquireCall, attemptId, extendCall, keysOf, ownerFor, releaseCall } from "./_protocol.ts";
+import { acquireCall, attemptId, extendCall, holdId, keysOf, ownerFor, releaseCall } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
@@ -71,7 +71,7 @@ export class RedlockGroup implements Target {
     const t0 = performance.now();
     const fences = nodeFences.get(hold);
     const rs = await this.all((st, i) =>
-      extendCall(st, hold.keys, { owner: hold.owner, ms, fence: fenceOn(hold, i), reestablish: true, exact }, bound).then(
+      extendCall(st, hold.keys, { kind: "x", owner: hold.owner, ms, fence: fenceOn(hold, i), reestablish: true, exact }, bound).then(
         (r) => {
           if (typeof r === "boolean") return r ? 1 : 0;
           if (fences) fences[i] = r.fence; // re-established: this node's fence for the hold from now on
@@ -86,7 +86,7 @@ export class RedlockGroup implements Target {
   }
 
   async release(hold: Hold, bound: Bound): Promise<boolean> {
-    const rs = await this.all((st, i) => releaseCall(st, hold.keys, { owner: hold.owner, fence: fenceOn(hold, i) }, bound));
+    const rs = await this.all((st, i) => releaseCall(st, hold.keys, { kind: "x", owner: hold.owner, fence: fenceOn(hold, i) }, bound));
     return rs.filter((r) => typeof r === "string" && r !== "not-held").length >= this.quorum;
   }
 }
@@ -125,14 +125,14 @@ export async function acquireRedlock(
       const sent = group.all((st, i) =>
         typeof rs?.[i] === "number" && (rs[i] as number) <= 0
           ? Promise.resolve(0)
-          : releaseCall(st, keys, { owner, attempt })
+          : releaseCall(st, keys, { kind: "x", owner, attempt })
       );
       const left = o.signal?.aborted ? ABORT_CLEANUP_MS : bound.until - performance.now();
       await Promise.race([sent, nap(Math.max(0, left), undefined)]);
     };
     let replies: unknown[];
     try {
-      replies = await bounded(group.all((st) => acquireCall(st, keys, { owner, ms: o.ms, attempt }, nodeBound)), bound);
+      replies = await bounded(group.all((st) => acquireCall(st, keys, { kind: "x", owner, ms: o.ms, attempt }, nodeBound)), bound);
     } catch (e) {
       await undo();
       if (o.signal?.aborted) throw o.signal.reason;
@@ -146,9 +146,9 @@ export async function acquireRedlock(
     // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
     if (fences.length >= group.quorum && o.ms - (performance.now() - t0) - drift(o.ms) > 0) {
       // Reentrant: keep the live hold's fence even if a master that did not grant it before grants it now.
-      const held = group.holds.get(`${keys.hash}\n${owner}`);
+      const held = group.holds.get(holdId(keys, owner, "x"));
       const fence = held && held.active ? held.fence : Math.max(...fences);
-      const lease = grant(group, { keys, name: o.name, owner, fence, deadline: t0 + o.ms - drift(o.ms) }, o);
+      const lease = grant(group, { kind: "x", keys, name: o.name, owner, fence, deadline: t0 + o.ms - drift(o.ms) }, o);
       if (lease) {
         const now = rs.map((r) => (typeof r === "number" && r > 0 ? r : undefined));
         const known = nodeFences.get(lease.hold);

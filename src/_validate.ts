@@ -1,5 +1,6 @@
 // Argument checks shared by every entry point; they run before any Redis command.
 import type { AcquireOptions, CallOptions, KeyOptions, Lease } from "./lease.ts";
+import type { Kind } from "./_protocol.ts";
 import { MAX_TIMER_MS } from "./_timers.ts";
 
 export const DEFAULT_PREFIX = "redlease";
@@ -8,6 +9,8 @@ export const DEFAULT_WAIT_MS = 10_000;
 export const DEFAULT_CLAIM_MS = 1_000;
 const MAX_NAME = 1024;
 const MAX_OWNER = 512;
+/** The most permits a lease may have. */
+export const MAX_PERMITS = 1_000_000;
 
 function show(v: unknown): string {
   if (typeof v === "string") return JSON.stringify(v.length > 40 ? v.slice(0, 40) + "…" : v);
@@ -74,6 +77,8 @@ export interface Resolved {
   readonly nodeTimeoutMs: number;
   readonly retryDelayMs: number;
   readonly claimMs: number;
+  /** How the hold shares the lease: "x" exclusive, "s" shared, "p<n>" one of n permits. */
+  readonly kind: Kind;
 }
 
 export function resolveAcquire(
@@ -127,6 +132,15 @@ export function resolveAcquire(
   );
   const retryDelayMs = checkInt(op, "retryDelayMs", o.retryDelayMs ?? 100, 1, 60_000);
   const claimMs = checkInt(op, "claimMs", o.claimMs ?? DEFAULT_CLAIM_MS, 10, 60_000);
+  let kind: Kind = "x";
+  if (o.shared !== undefined && o.shared !== false) {
+    if (o.shared !== true) fail(op, "shared", "must be a boolean", o.shared);
+    kind = "s";
+  }
+  if (o.permits !== undefined) {
+    if (kind === "s") fail(op, "permits", "cannot be combined with 'shared'", o.permits);
+    kind = `p${checkInt(op, "permits", o.permits, 1, MAX_PERMITS)}`;
+  }
   signal?.throwIfAborted();
   return {
     claimMs,
@@ -142,5 +156,6 @@ export function resolveAcquire(
     replicaTimeoutMs,
     nodeTimeoutMs,
     retryDelayMs,
+    kind,
   };
 }

@@ -119,6 +119,47 @@ export class LeaseLostError extends RedleaseError {
   }
 }
 
+/** How a lease is held, as {@linkcode LeaseKindError} reports it: exclusive, shared, or a number of permits. */
+export type LeaseKindFound = "exclusive" | "shared" | number;
+
+/**
+ * The lease is held in a way this request cannot join, so waiting could never succeed. Raised at once by `acquire`:
+ * - `why` "upgrade": an exclusive hold was asked by an owner that holds the lease shared. Waiting would deadlock
+ *   (the exclusive hold waits for the shared one, which waits for its owner); release the shared hold first. (The
+ *   other way round, an exclusive holder adding a shared hold, is allowed: a downgrade.)
+ * - `why` "mismatch": the lease is in use as another kind: permits asked of a lease held exclusively or shared, an
+ *   exclusive or shared hold asked of a lease held as permits, or permits of a different number. `found` says how it
+ *   is held (a number: that many permits).
+ *
+ * @example
+ * ```ts
+ * import { acquire, LeaseKindError } from "redlease";
+ * try {
+ *   await acquire(client, "uploads", { permits: 4 });
+ * } catch (err) {
+ *   if (err instanceof LeaseKindError) console.error(`'uploads' is held as ${err.found}`);
+ * }
+ * ```
+ */
+export class LeaseKindError extends RedleaseError {
+  override name = "LeaseKindError";
+  /** "upgrade" (exclusive asked by a shared holder) or "mismatch" (the lease is held as another kind). */
+  readonly why: "upgrade" | "mismatch";
+  /** How the lease is held: "exclusive", "shared", or the number of permits. */
+  readonly found: LeaseKindFound;
+  constructor(lockName: string, why: "upgrade" | "mismatch", found: LeaseKindFound) {
+    const held = typeof found === "number" ? `as ${found} permits` : found === "shared" ? "shared" : "exclusively";
+    super(
+      lockName,
+      why === "upgrade"
+        ? `Cannot hold lease '${lockName}' exclusively while holding it shared (it would deadlock): release the shared hold first`
+        : `Lease '${lockName}' is held ${held}, which this request cannot join`,
+    );
+    this.why = why;
+    this.found = found;
+  }
+}
+
 /**
  * Fewer replicas than the `replicas` option asked for acknowledged a lease write within `replicaTimeoutMs`.
  * `acquire` undoes its grant before rejecting with it; an explicit `extend` rejects with it (the primary has the

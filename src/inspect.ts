@@ -4,7 +4,19 @@ import { stateOf } from "./_client.ts";
 import { inspectCall, keysOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
-import type { CallOptions, KeyOptions } from "./lease.ts";
+import type { CallOptions, KeyOptions, LeaseKind } from "./lease.ts";
+
+/** One holder of a lease, as {@linkcode inspect} reports it. */
+export interface LeaseHolder {
+  /** The owner string (see `Lease.owner`). */
+  readonly owner: string;
+  /** Its reentrant hold count. */
+  readonly holds: number;
+  /** How it holds the lease (an exclusive holder may hold it shared as well: then it is listed twice). */
+  readonly kind: LeaseKind;
+  /** Remaining TTL of this hold in ms. */
+  readonly remainingMs: number;
+}
 
 /** What {@linkcode inspect} reports about one lease, read atomically. */
 export interface LeaseInfo {
@@ -12,9 +24,16 @@ export interface LeaseInfo {
   readonly name: string;
   /** Whether any owner holds it. */
   readonly held: boolean;
-  /** Owners and their reentrant hold counts (at most one owner for an exclusive lease). */
-  readonly owners: ReadonlyArray<{ readonly owner: string; readonly holds: number }>;
-  /** Remaining TTL in ms while held, else 0. */
+  /**
+   * How it is held: "exclusive" (also when free), "shared" (by shared holds only), or "permits" (as `permits`
+   * permits).
+   */
+  readonly kind: "exclusive" | "shared" | "permits";
+  /** The number of permits while held as permits, else undefined. */
+  readonly permits: number | undefined;
+  /** Holders and their reentrant hold counts (at most one exclusive holder). */
+  readonly owners: ReadonlyArray<LeaseHolder>;
+  /** Remaining TTL in ms while held (the latest of its holds), else 0. */
   readonly remainingMs: number;
   /** The latest fence handed out for this name, or 0 when Redis keeps no record of one. */
   readonly fence: number;
@@ -49,6 +68,15 @@ export async function inspect(
   const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
   const until = performance.now() + timeoutMs;
   const r = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
-  const held = r.owners.length > 0;
-  return { name, held, owners: r.owners, remainingMs: held ? Math.max(0, r.pttl) : 0, fence: r.fence, waiters: r.waiters };
+  const owners = r.holders.map((h): LeaseHolder => ({
+    owner: h.owner,
+    holds: h.holds,
+    kind: h.kind === "x" ? "exclusive" : h.kind === "s" ? "shared" : "permit",
+    remainingMs: Math.max(0, h.pttl),
+  }));
+  const held = owners.length > 0;
+  const kind = r.mode === "x" ? "exclusive" : r.mode === "s" ? "shared" : "permits";
+  const permits = kind === "permits" ? Number(r.mode.slice(1)) : undefined;
+  const remainingMs = held ? Math.max(...owners.map((o) => o.remainingMs)) : 0;
+  return { name, held, kind, permits, owners, remainingMs, fence: r.fence, waiters: r.waiters };
 }

@@ -14,6 +14,11 @@ export interface Lease extends AsyncDisposable {
   /** The lease name passed to `acquire`. */
   readonly name: string;
   /**
+   * How this hold shares the lease: "exclusive" (the default), "shared" (`shared: true`) or "permit" (one of the
+   * `permits` of the lease).
+   */
+  readonly kind: LeaseKind;
+  /**
    * The owner this hold counts for, as Redis knows it: an id unique to the call, or the `owner` given, scoped to the
    * client (`<client id>:<owner>`) so that the same string in two processes is two owners. Passing it back as
    * `owner` on the same client re-enters the hold.
@@ -47,6 +52,9 @@ export interface Lease extends AsyncDisposable {
   readonly token: string;
 }
 
+/** How a hold shares its lease (see {@linkcode Lease.kind}). */
+export type LeaseKind = "exclusive" | "shared" | "permit";
+
 /**
  * Options of `release`, `extend`, `forceUnlock`, `inspect` and `resume`: how long to wait for Redis.
  */
@@ -76,6 +84,35 @@ export interface KeyOptions {
  * Options for {@linkcode acquire} and {@linkcode withLock}.
  */
 export interface AcquireOptions extends KeyOptions {
+  /**
+   * A shared hold (the read side of a read-write lock). Shared holds coexist with one another; an exclusive hold
+   * (the default) excludes them and they exclude it. Waiting is first come, first served across both: a queued
+   * exclusive waiter is not passed by newer shared requests, and the release of an exclusive hold admits the whole
+   * run of shared waiters at the head of the queue at once. An exclusive holder may add a shared hold (a downgrade:
+   * it shares the exclusive hold's fence and outlives it if released later); a shared holder asking for an exclusive
+   * hold gets {@linkcode LeaseKindError} at once instead of a deadlock. Every shared hold has its own fence, signal,
+   * watchdog or fixed lease, and frees with its TTL if its holder dies.
+   * @default {false}
+   * @example Readers share a report; the nightly rebuild waits for them and excludes them while it writes
+   * ```ts
+   * await using read = await acquire(client, "report:42", { shared: true });
+   * await using write = await acquire(client, "report:42"); // elsewhere: waits for every reader
+   * ```
+   */
+  readonly shared?: boolean;
+  /**
+   * Take one of `permits` permits (a counting semaphore): up to that many holds coexist, each a lease with its own
+   * fence, signal, watchdog or fixed lease and local deadline; a dead holder's permit frees with its TTL (as
+   * Redisson's RPermitExpirableSemaphore). Freeing a permit wakes exactly one waiter, first come, first served.
+   * Every caller must agree on the number while the lease is in use: another number, or an exclusive or shared
+   * request while permits are held, gets {@linkcode LeaseKindError}. Integer from 1 to 1000000; not with `shared`.
+   * @default {undefined}
+   * @example At most 4 concurrent calls to an upstream, across every process
+   * ```ts
+   * await withLock(client, "upstream:geo", (signal) => callUpstream({ signal }), { permits: 4 });
+   * ```
+   */
+  readonly permits?: number;
   /**
    * Fixed lease in ms: Redis expires the lease after this long, no renewal, and `lease.signal` aborts at the
    * local deadline. When omitted, the lease is in watchdog mode (see `watchdogMs`).

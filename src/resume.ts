@@ -1,7 +1,7 @@
 import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
 import { ACQUIRE_GRACE_MS, type RedisLike, stateOf } from "./_client.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
-import { extendCall, keysOf, parseToken } from "./_protocol.ts";
+import { extendCall, holdId, keysOf, parseToken } from "./_protocol.ts";
 import { checkCallOptions, fail, type Resolved, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, CallOptions, Lease } from "./lease.ts";
@@ -69,7 +69,7 @@ export function resume(client: RedisLike, token: string, options?: ResumeOptions
       replicaTimeoutMs: o.replicaTimeoutMs,
       waitMs: 0,
     }, ownerOf);
-    return resumeResolved(client, { ...r, owner: t.owner, exactOwner: true }, t, timeoutMs);
+    return resumeResolved(client, { ...r, owner: t.owner, exactOwner: true, kind: t.kind }, t, timeoutMs);
   } catch (e) {
     return Promise.reject(e);
   }
@@ -85,7 +85,7 @@ async function resumeResolved(
   timeoutMs: number,
 ): Promise<LeaseImpl> {
   const st = stateOf(client);
-  const mine = st.holds.get(`${t.keys.hash}\n${t.owner}`);
+  const mine = st.holds.get(holdId(t.keys, t.owner, t.kind));
   if (mine?.active && mine.fence === t.fence) {
     // Held here: re-enter (one more hold in Redis) rather than hand out a second handle on one hold. Redis may have
     // dropped the hold without this client knowing yet: a re-entry that finds it gone (busy, or a new grant with
@@ -102,13 +102,13 @@ async function resumeResolved(
   const bound = { until: t0 + Math.max(timeoutMs, ACQUIRE_GRACE_MS), signal: o.signal, name: o.name };
   let held: boolean | { fence: number };
   try {
-    held = await extendCall(st, t.keys, { owner: t.owner, ms: o.ms, fence: t.fenceText }, bound);
+    held = await extendCall(st, t.keys, { kind: t.kind, owner: t.owner, ms: o.ms, fence: t.fenceText }, bound);
   } catch (e) {
     if (o.signal?.aborted) throw o.signal.reason;
     throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, performance.now() - t0, { cause: e }) : e;
   }
   if (held !== true) throw new LeaseLostError(o.name, "not-held");
-  const g = { keys: t.keys, name: o.name, owner: t.owner, fence: t.fence, fenceText: t.fenceText };
+  const g = { kind: t.kind, keys: t.keys, name: o.name, owner: t.owner, fence: t.fence, fenceText: t.fenceText };
   const lease = grant(st, { ...g, deadline: t0 + o.ms - drift(o.ms) }, o);
   // The reply came after the TTL it set ran out: the hold may be gone by now (this process never had it).
   if (!lease) throw new LeaseLostError(o.name, "expired");

@@ -138,3 +138,8 @@ export function runProcess(
     });
   });
 }
+
+/** The owners of an inspect() result as `{ owner, holds }` (without each hold's kind and remaining time). */
+export function holdsOf(info: { readonly owners: ReadonlyArray<{ readonly owner: string; readonly holds: number }> }) {
+  return info.owners.map(({ owner, holds }) => ({ owner, holds }));
+}

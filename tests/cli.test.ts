@@ -12,7 +12,7 @@ import { formatMs, parseArgs, parseDuration } from "../cli/_args.ts";
 import { CliError } from "../cli/_common.ts";
 import { resolveUrl } from "../cli/_connect.ts";
 import { acquire, forceUnlock, inspect, LeaseLostError, release } from "../mod.ts";
-import { type Client, freePort, type RedisServer, runtimeArgs, runtimeName, sleep, startRedis } from "./_redis.ts";
+import { type Client, freePort, type RedisServer, runtimeArgs, runtimeName, sleep, startRedis, holdsOf } from "./_redis.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
@@ -268,6 +268,37 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     assert.equal(owner.code, 2, "--owner is gone: a nested run shares the hold through REDLEASE_TOKEN");
   });
 
+  test("run --shared runs beside shared holders and --permits N beside N-1; a run that cannot join exits 3", T, async () => {
+    const name = unique("kinds");
+    const reader = await acquire(admin, name, { shared: true });
+    try {
+      const shared = await cli(["run", name, "--shared", "--wait", "0", "--", ...child("env", "0")]);
+      assert.equal(shared.code, 0, shared.stderr);
+      assert.ok(Number(JSON.parse(shared.stdout).fence) > reader.fence);
+      const exclusive = await cli(["run", name, "--wait", "0", "--", ...child("env", "0")]);
+      assert.equal(exclusive.code, 3, "an exclusive run waits for the reader");
+      const permits = await cli(["run", name, "--permits", "2", "--wait", "0", "--", ...child("env", "0")]);
+      assert.equal(permits.code, 3);
+      assert.match(permits.stderr, /held shared, which this request cannot join/);
+    } finally {
+      await release(reader);
+    }
+    const permit = await acquire(admin, `${name}-p`, { permits: 2 });
+    try {
+      const second = await cli(["run", `${name}-p`, "--permits", "2", "--wait", "0", "--", ...child("env", "0")]);
+      assert.equal(second.code, 0, second.stderr);
+      const third = await cli(["run", `${name}-p`, "--permits", "3", "--wait", "0", "--", ...child("env", "0")]);
+      assert.equal(third.code, 3);
+      assert.match(third.stderr, /held as 2 permits/);
+    } finally {
+      await release(permit);
+    }
+    for (const bad of [["--permits", "0"], ["--permits", "x"], ["--permits", "2", "--shared"]]) {
+      const r = await cli(["run", name, ...bad, "--", ...child("env", "0")]);
+      assert.equal(r.code, 2, `${bad.join(" ")}: ${r.stderr}`);
+    }
+  });
+
   test("a run inside a run of the same lease runs under its hold (REDLEASE_TOKEN), at once; another lease waits", T, async () => {
     const name = unique("nested");
     const [cmd, pre] = runtimeArgs(CLI);
@@ -352,7 +383,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
         oneLine(later, /is busy.*waited/);
         assert.equal(existsSync(marker), false, "the command must not run");
         const info = await inspect(admin, name);
-        assert.deepEqual(info.owners, [{ owner: lease.owner, holds: 1 }]);
+        assert.deepEqual(holdsOf(info), [{ owner: lease.owner, holds: 1 }]);
         assert.equal(info.waiters, 0, "a timed-out wait leaves no queue entry");
       } finally {
         await release(lease);
@@ -540,12 +571,12 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       assert.deepEqual(list.map((l: { name: string }) => l.name), [`${base}:a`, `${base}:b`, `${base}:{o}d%7D`]);
       const [la, lb, lodd] = list;
       assert.equal(lodd.fence, odd.fence);
-      assert.deepEqual(la.owners, [{ owner: a.owner, holds: 1 }]);
+      assert.deepEqual(holdsOf(la), [{ owner: a.owner, holds: 1 }]);
       assert.equal(la.held, true);
       assert.equal(la.fence, a.fence);
       assert.equal(la.waiters, 1);
       assert.ok(la.remainingMs > 0 && la.remainingMs <= 30_000, String(la.remainingMs));
-      assert.deepEqual(lb.owners, [{ owner: b1.owner, holds: 2 }]);
+      assert.deepEqual(holdsOf(lb), [{ owner: b1.owner, holds: 2 }]);
       assert.ok(b1.owner.endsWith(":bob"), "an owner string is scoped to its client");
       assert.equal(lb.fence, b1.fence);
       assert.ok(lb.remainingMs > 0 && lb.remainingMs <= 60_000);
@@ -553,10 +584,10 @@ describe(`redlease CLI (${runtimeName()})`, () => {
 
       assert.equal(table.code, 0, table.stderr);
       const rows = table.stdout.trim().split("\n");
-      assert.match(rows[0], /^NAME +OWNER +HOLDS +REMAINING +FENCE +WAITERS$/);
+      assert.match(rows[0], /^NAME +KIND +OWNER +HOLDS +REMAINING +FENCE +WAITERS$/);
       assert.equal(rows.length, 4);
-      assert.match(rows[1], new RegExp(`^${base}:a +${a.owner} +1 +[\\d.]+s +${a.fence} +1$`));
-      assert.match(rows[2], new RegExp(`^${base}:b +[0-9a-f]{32}:bob +2 +[\\d.]+s +${b1.fence} +0$`));
+      assert.match(rows[1], new RegExp(`^${base}:a +exclusive +${a.owner} +1 +[\\d.]+s +${a.fence} +1$`));
+      assert.match(rows[2], new RegExp(`^${base}:b +exclusive +[0-9a-f]{32}:bob +2 +[\\d.]+s +${b1.fence} +0$`));
 
       assert.equal(prefixed.code, 0, prefixed.stderr);
       const p = JSON.parse(prefixed.stdout);

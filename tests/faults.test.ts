@@ -15,7 +15,7 @@ import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { startHttpBridge } from "./_http_bridge.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
 import { RedisProc } from "../chaos/_servers.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
 
 let n = 0;
 const fresh = () => `fault-${++n}-${Math.random().toString(36).slice(2)}`;
@@ -193,7 +193,7 @@ describe("the fault contract", () => {
     await sleep(300);
     const info = await inspect(admin, name);
     assert.equal(info.fence, lease.fence, "the handle's fence is the grant Redis holds");
-    assert.deepEqual(info.owners, [{ owner: lease.owner, holds: 1 }], "one hold, not two");
+    assert.deepEqual(holdsOf(info), [{ owner: lease.owner, holds: 1 }], "one hold, not two");
     assert.equal(lease.signal.aborted, false);
     assert.equal(await release(lease), true);
     assert.equal((await inspect(admin, name)).held, false, "released: nothing lingers");
@@ -240,7 +240,7 @@ describe("the fault contract", () => {
     const d = await within(doomed, 6_000, "the partitioned waiter settles by its waitMs");
     assert.ok(d.error instanceof LockTimeoutError, `the partitioned waiter times out: ${d.error ?? "resolved"}`);
     cut.proxy.heal();
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: lease.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: lease.owner, holds: 1 }]);
     await release(lease);
   });
 
@@ -254,7 +254,7 @@ describe("the fault contract", () => {
     assert.ok(first.error, "the first call failed (its reply was lost after Redis granted it)");
     const lease = await within(acquire(client, name, { owner: "svc-3", waitMs: 5_000 }), 6_000, "retry");
     await sleep(100);
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: lease.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: lease.owner, holds: 1 }]);
     assert.ok(lease.owner.endsWith(":svc-3"));
     assert.equal(await release(lease), true);
     assert.equal((await inspect(admin, name)).held, false, "one release frees it");
@@ -334,7 +334,7 @@ describe("the fault contract: review findings", () => {
     ac.abort(new Error("A1 gives up"));
     await a1;
     await sleep(100);
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: a2.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: a2.owner, holds: 1 }]);
     assert.ok((await raw(name)).endsWith(`:1::${a2.owner}`), "no claim window left on the record");
     assert.match(await raw(name), /^\d+:[^:]*:1::/);
     const other = await settled(acquire(await srv.client(), name, { waitMs: 800 }));
@@ -376,7 +376,7 @@ describe("the fault contract: review findings", () => {
     await sleep(2_300); // past A1's claim window
     await release(a2);
     await sleep(300);
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: a1.owner, holds: 1 }], "A1's hold is still held");
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: a1.owner, holds: 1 }], "A1's hold is still held");
     assert.equal(a1.signal.aborted, false);
     await release(a1);
     assert.ok((await d).value, "D gets it after A1 releases");
@@ -495,7 +495,7 @@ describe("the fault contract: review findings", () => {
       assert.equal(((await second).error as Error)?.message, "gave up");
       await release(await first);
       await sleep(300); // anything still to come from the client has reached Redis
-      assert.deepEqual((await inspect(ownAdmin, y)).owners, [], "nobody holds the name the aborted call asked for");
+      assert.deepEqual(holdsOf(await inspect(ownAdmin, y)), [], "nobody holds the name the aborted call asked for");
     } finally {
       await own.stop();
     }

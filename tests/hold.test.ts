@@ -62,7 +62,7 @@ const fixed = { ms: 3_000, watchdog: false, replicas: 0, replicaTimeoutMs: 0 };
 function setup(o = watchdog, claimAt?: number, deadline?: number) {
   const clock = new FakeClock();
   const target = new FakeTarget(clock);
-  const g = { keys, name: "job", owner: "me", fence: 7, deadline: deadline ?? clock.t + o.ms - drift(o.ms), claimAt };
+  const g = { kind: "x" as const, keys, name: "job", owner: "me", fence: 7, deadline: deadline ?? clock.t + o.ms - drift(o.ms), claimAt };
   const lease = grant(target, g, o, clock) as LeaseImpl;
   return { clock, target, lease, hold: lease.hold };
 }
@@ -146,14 +146,14 @@ describe("Hold (fake time)", () => {
   test("a grant already past its deadline is not attached (counts as not acquired)", () => {
     const clock = new FakeClock();
     const target = new FakeTarget(clock);
-    const g = { keys, name: "job", owner: "me", fence: 7, deadline: clock.t };
+    const g = { kind: "x" as const, keys, name: "job", owner: "me", fence: 7, deadline: clock.t };
     assert.equal(grant(target, g, watchdog, clock), undefined);
     assert.equal(target.holds.size, 0);
   });
 
   test("re-entering keeps one hold and one timer; the last release stops it", async () => {
     const { clock, target, lease, hold } = setup();
-    const again = grant(target, { keys, name: "job", owner: "me", fence: 7, deadline: clock.t + 5_000 }, watchdog, clock)!;
+    const again = grant(target, { kind: "x" as const, keys, name: "job", owner: "me", fence: 7, deadline: clock.t + 5_000 }, watchdog, clock)!;
     assert.equal(again.hold, hold);
     assert.equal(hold.deadline, clock.t + 5_000, "re-entering only lengthens the deadline");
     await releaseHandle(lease);
@@ -165,7 +165,7 @@ describe("Hold (fake time)", () => {
 });
 
 describe("Waiter (fake time)", () => {
-  const entry = { clientId: "c", attempt: "a1", ms: 3_000, claimMs: 1_000, owner: "me" };
+  const entry = { clientId: "c", kind: "x" as const, attempt: "a1", ms: 3_000, claimMs: 1_000, owner: "me" };
   const setupWaiter = () => {
     let t = 5_000;
     const w = new Waiter(entry, () => t);

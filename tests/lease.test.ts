@@ -13,7 +13,7 @@ import {
   withLock,
 } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -40,7 +40,7 @@ describe("leases on one Redis", () => {
     assert.ok(lease.expiresAt > performance.now());
     const info = await inspect(b, name);
     assert.equal(info.held, true);
-    assert.deepEqual(info.owners, [{ owner: lease.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(info), [{ owner: lease.owner, holds: 1 }]);
     assert.equal(info.fence, lease.fence);
     assert.equal(await release(lease), true);
     assert.equal((await inspect(b, name)).held, false);
@@ -73,17 +73,17 @@ describe("leases on one Redis", () => {
     assert.equal(second.owner, first.owner);
     assert.equal(second.fence, first.fence);
     assert.equal(third.fence, first.fence);
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner: first.owner, holds: 3 }]);
+    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: first.owner, holds: 3 }]);
     await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
     assert.equal(await release(second), true);
     assert.equal(second.signal.aborted, true);
     assert.equal(first.signal.aborted, false);
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner: first.owner, holds: 2 }]);
+    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: first.owner, holds: 2 }]);
     assert.equal(await release(third), true);
     assert.equal(await release(first), true);
     const info = await inspect(a, name);
     assert.equal(info.held, false);
-    assert.deepEqual(info.owners, []);
+    assert.deepEqual(holdsOf(info), []);
     // Only the fence record remains, and it expires.
     assert.ok((await a.pTTL(`redlease:{${name}}`)) > 0);
   });
@@ -176,7 +176,7 @@ describe("leases on one Redis", () => {
     assert.equal(await release(mine), false);
     assert.equal(await extend(mine, 50), false);
     const info = await inspect(a, name);
-    assert.deepEqual(info.owners, [{ owner: theirs.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(info), [{ owner: theirs.owner, holds: 1 }]);
     assert.ok(info.remainingMs > 9_000);
     await release(theirs);
   });
@@ -192,7 +192,7 @@ describe("leases on one Redis", () => {
     assert.ok(old.signal.reason instanceof LeaseLostError);
     assert.equal(await release(old), false);
     const info = await inspect(a, name);
-    assert.deepEqual(info.owners, [{ owner: next.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(info), [{ owner: next.owner, holds: 1 }]);
     assert.ok(info.remainingMs > 9_000);
     await release(next);
   });
@@ -268,12 +268,12 @@ describe("leases on one Redis", () => {
     const name = fresh(), queue = `redlease:{${name}}:q`;
     for (const end of ["release", "forceUnlock"] as const) {
       const held = await acquire(a, name);
-      // Not "<client>|<attempt>|<ms>|<claim ms>|<owner>": no waiter to hand the lease to.
+      // Not "<client>|<attempt>|<ms>|<claim ms>|<kind>|<owner>": no waiter to hand the lease to.
       await a.zAdd(queue, [{ score: 1, value: "not-an-entry" }, { score: 2, value: "c|a|x|y|o" }]);
       if (end === "release") assert.equal(await release(held), true);
       else assert.equal(await forceUnlock(b, name), true);
       const info = await inspect(b, name);
-      assert.deepEqual(info.owners, [], `${end}: the lease is free, not kept by its last holder`);
+      assert.deepEqual(holdsOf(info), [], `${end}: the lease is free, not kept by its last holder`);
       assert.equal(info.waiters, 0, `${end}: the foreign members are gone`);
       const next = await acquire(b, name, { waitMs: 0 });
       assert.ok(next.fence > held.fence);
@@ -288,14 +288,14 @@ describe("leases on one Redis", () => {
     await assert.rejects(acquire(a, name, { owner: "svc", waitMs: 0 }), LockTimeoutError, "'svc' is another owner");
     const owner = first.owner;
     assert.ok(owner.endsWith(":svc\u0000A"), JSON.stringify(owner));
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner, holds: 2 }]);
+    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner, holds: 2 }]);
     const waiterP = acquire(b, name, { owner: "q\u0000", waitMs: 5_000 });
     await sleep(50);
     assert.equal(await release(again), true);
     assert.equal(await release(first), true); // handed to the waiter
     const next = await waiterP;
     assert.ok(next.owner.endsWith(":q\u0000"));
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner: next.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: next.owner, holds: 1 }]);
     assert.equal(await extend(next), true, "the grant's owner is whole, so its claim succeeds");
     assert.equal(await release(next), true);
   });
@@ -357,7 +357,7 @@ describe("stale handles and lost replies", () => {
     assert.equal(await extend(old, 50), false, "extend() of the old hold");
     assert.equal(await release(old), false, "release() of the old hold");
     const info = await inspect(d, "stale");
-    assert.deepEqual(info.owners, [{ owner: newer.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(info), [{ owner: newer.owner, holds: 1 }]);
     assert.ok(info.remainingMs > 9_000);
     assert.equal(newer.signal.aborted, false);
     assert.equal(await release(newer), true);

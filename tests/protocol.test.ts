@@ -14,7 +14,7 @@ import {
   type WaiterMessage,
 } from "../src/_protocol.ts";
 import { inspect } from "../mod.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
 
 let srv: RedisServer;
 let admin: Client;
@@ -41,6 +41,7 @@ describe("the lease protocol", () => {
 
   const entryOf = (attempt: string, owner: string, claimMs = 200): QueueEntry => ({
     clientId: "c1",
+    kind: "x",
     attempt,
     ms: 30_000,
     claimMs,
@@ -50,37 +51,37 @@ describe("the lease protocol", () => {
   test("a retry of the same attempt returns its grant without a second hold", async () => {
     const keys = keysOf("redlease", fresh());
     const attempt = attemptId();
-    const a = await acquireCall(st, keys, { owner: "svc-3", ms: 30_000, attempt });
-    const b = await acquireCall(st, keys, { owner: "svc-3", ms: 30_000, attempt });
+    const a = await acquireCall(st, keys, { kind: "x", owner: "svc-3", ms: 30_000, attempt });
+    const b = await acquireCall(st, keys, { kind: "x", owner: "svc-3", ms: 30_000, attempt });
     assert.equal(b.fence, a.fence);
-    assert.deepEqual((await inspect(admin, keys.hash.slice(10, -1))).owners, [{ owner: "svc-3", holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(admin, keys.hash.slice(10, -1))), [{ owner: "svc-3", holds: 1 }]);
   });
 
   test("undo by attempt id gives back exactly that attempt's hold, for a fixed owner too", async () => {
     const name = fresh();
     const keys = keysOf("redlease", name);
     const first = attemptId();
-    await acquireCall(st, keys, { owner: "svc-3", ms: 30_000, attempt: first });
+    await acquireCall(st, keys, { kind: "x", owner: "svc-3", ms: 30_000, attempt: first });
     const second = attemptId();
-    await acquireCall(st, keys, { owner: "svc-3", ms: 30_000, attempt: second }); // re-entered: 2 holds
-    assert.equal(await releaseCall(st, keys, { owner: "svc-3", attempt: second }), "kept");
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc-3", holds: 1 }]);
-    assert.equal(await releaseCall(st, keys, { owner: "svc-3", attempt: attemptId() }), "not-held", "other attempts: nothing");
-    assert.equal(await releaseCall(st, keys, { owner: "svc-3" }), "freed");
+    await acquireCall(st, keys, { kind: "x", owner: "svc-3", ms: 30_000, attempt: second }); // re-entered: 2 holds
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "svc-3", attempt: second }), "kept");
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "svc-3", holds: 1 }]);
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "svc-3", attempt: attemptId() }), "not-held", "other attempts: nothing");
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "svc-3" }), "freed");
   });
 
   test("a handoff is an unclaimed grant: claimed by extend, or taken back after its claim window", async () => {
     const name = fresh();
     const keys = keysOf("redlease", name);
-    const h = await acquireCall(st, keys, { owner: "holder", ms: 30_000, attempt: attemptId() });
+    const h = await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 30_000, attempt: attemptId() });
     const [w1, w2] = [attemptId(), attemptId()];
-    const q1 = await acquireCall(st, keys, { owner: "w1", ms: 30_000, attempt: w1, entry: entryOf(w1, "w1") });
-    const q2 = await acquireCall(st, keys, { owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
+    const q1 = await acquireCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, attempt: w1, entry: entryOf(w1, "w1") });
+    const q2 = await acquireCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
     assert.equal(q1.fence, undefined);
     assert.equal(q1.queuedNow, true);
     assert.ok(q2.queuedAt! >= q1.queuedAt!);
     messages.length = 0;
-    assert.equal(await releaseCall(st, keys, { owner: "holder", fence: h.fence }), "handed-over");
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence }), "handed-over");
     await sleep(50);
     const grant = messages.find((m) => m.attempt === w1);
     assert.equal(grant?.kind, "grant");
@@ -90,24 +91,24 @@ describe("the lease protocol", () => {
     assert.ok(grant.grantedAt >= grant.queuedAt);
     assert.equal(messages.find((m) => m.attempt === w2), undefined, "the next waiter is not woken by the handoff");
     // Within the window, the next waiter is told how long is left of it.
-    const early = await acquireCall(st, keys, { owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
+    const early = await acquireCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
     assert.ok(early.retryMs! > 0 && early.retryMs! <= 201, `retry in ${early.retryMs} ms`);
     // Not claimed within 200 ms: the next waiter's re-check takes it back and gets it.
     await sleep(250);
-    const late = await acquireCall(st, keys, { owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
+    const late = await acquireCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
     assert.ok(late.fence! > grant.fence, "passed on with a newer fence");
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "w2", holds: 1 }]);
-    assert.equal(await extendCall(st, keys, { owner: "w1", ms: 30_000, fence: grant.fence }), false, "a late claim fails");
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "w2", holds: 1 }]);
+    assert.equal(await extendCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, fence: grant.fence }), false, "a late claim fails");
     // A grant claimed in time stays.
     const w3 = attemptId();
-    await acquireCall(st, keys, { owner: "w3", ms: 30_000, attempt: w3, entry: entryOf(w3, "w3") });
+    await acquireCall(st, keys, { kind: "x", owner: "w3", ms: 30_000, attempt: w3, entry: entryOf(w3, "w3") });
     messages.length = 0;
-    await releaseCall(st, keys, { owner: "w2", fence: late.fence });
+    await releaseCall(st, keys, { kind: "x", owner: "w2", fence: late.fence });
     await sleep(50);
     const g3 = messages.find((m) => m.attempt === w3) as { fence: number };
-    assert.equal(await extendCall(st, keys, { owner: "w3", ms: 30_000, fence: g3.fence }), true, "claimed");
+    assert.equal(await extendCall(st, keys, { kind: "x", owner: "w3", ms: 30_000, fence: g3.fence }), true, "claimed");
     await sleep(250);
-    const other = await acquireCall(st, keys, { owner: "x", ms: 30_000, attempt: attemptId() });
+    const other = await acquireCall(st, keys, { kind: "x", owner: "x", ms: 30_000, attempt: attemptId() });
     assert.equal(other.fence, undefined, "a claimed grant is not taken back");
     assert.ok(other.retryMs! > 29_000, "busy for the claimed lease, not a claim window");
   });
@@ -115,44 +116,45 @@ describe("the lease protocol", () => {
   test("the same owner re-entering while its grant is unclaimed does not claim it for the waiter", async () => {
     const name = fresh();
     const keys = keysOf("redlease", name);
-    const h = await acquireCall(st, keys, { owner: "holder", ms: 30_000, attempt: attemptId() });
+    const h = await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 30_000, attempt: attemptId() });
     const w1 = attemptId();
-    await acquireCall(st, keys, { owner: "svc", ms: 30_000, attempt: w1, entry: entryOf(w1, "svc") });
-    await releaseCall(st, keys, { owner: "holder", fence: h.fence });
-    const again = await acquireCall(st, keys, { owner: "svc", ms: 30_000, attempt: attemptId() }); // re-enters
+    await acquireCall(st, keys, { kind: "x", owner: "svc", ms: 30_000, attempt: w1, entry: entryOf(w1, "svc") });
+    await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence });
+    const again = await acquireCall(st, keys, { kind: "x", owner: "svc", ms: 30_000, attempt: attemptId() }); // re-enters
     // The waiter's own re-check still recognises its grant: no third hold.
-    const mine = await acquireCall(st, keys, { owner: "svc", ms: 30_000, attempt: w1, entry: entryOf(w1, "svc") });
+    const mine = await acquireCall(st, keys, { kind: "x", owner: "svc", ms: 30_000, attempt: w1, entry: entryOf(w1, "svc") });
     assert.equal(mine.fence, again.fence);
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "svc", holds: 2 }]);
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "svc", holds: 2 }]);
   });
 
   test("a lease freed by its TTL goes to the head of the queue, not to a newcomer", async () => {
     const name = fresh();
     const keys = keysOf("redlease", name);
-    await acquireCall(st, keys, { owner: "holder", ms: 100, attempt: attemptId() });
+    await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 100, attempt: attemptId() });
     const w1 = attemptId();
-    await acquireCall(st, keys, { owner: "w1", ms: 30_000, attempt: w1, entry: entryOf(w1, "w1") });
+    await acquireCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, attempt: w1, entry: entryOf(w1, "w1") });
     await sleep(150); // expired
     messages.length = 0;
-    const newcomer = await acquireCall(st, keys, { owner: "new", ms: 30_000, attempt: attemptId() });
+    const newcomer = await acquireCall(st, keys, { kind: "x", owner: "new", ms: 30_000, attempt: attemptId() });
     assert.equal(newcomer.fence, undefined, "the newcomer waits");
     await sleep(50);
     assert.equal(messages.find((m) => m.attempt === w1)?.kind, "grant", "the head of the queue was handed it");
-    assert.deepEqual((await inspect(admin, name)).owners, [{ owner: "w1", holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "w1", holds: 1 }]);
   });
 
   test("dead waiters (nobody listening) are skipped by a handoff", async () => {
     const name = fresh();
     const keys = keysOf("redlease", name);
-    const h = await acquireCall(st, keys, { owner: "holder", ms: 30_000, attempt: attemptId() });
+    const h = await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 30_000, attempt: attemptId() });
     const dead = attemptId();
     await acquireCall(st, keys, {
+      kind: "x",
       owner: "gone",
       ms: 30_000,
       attempt: dead,
       entry: { ...entryOf(dead, "gone"), clientId: "nobody" },
     });
-    assert.equal(await releaseCall(st, keys, { owner: "holder", fence: h.fence }), "freed");
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence }), "freed");
     assert.equal((await inspect(admin, name)).waiters, 0);
   });
 });

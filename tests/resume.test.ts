@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "redis";
 import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -45,13 +45,13 @@ describe("owner scope, lease.token and resume()", () => {
     const first = await acquire(a, name, { owner: "worker-1", leaseMs: 5_000 });
     // Before owners were scoped, this re-entered: both "inside together" with one fence.
     await assert.rejects(acquire(b, name, { owner: "worker-1", waitMs: 0 }), LockTimeoutError);
-    assert.deepEqual((await inspect(b, name)).owners, [{ owner: first.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(b, name)), [{ owner: first.owner, holds: 1 }]);
     // On its own client the string re-enters, as does lease.owner passed back.
     const again = await acquire(a, name, { owner: "worker-1", waitMs: 0 });
     const third = await acquire(a, name, { owner: first.owner, waitMs: 0 });
     assert.equal(again.fence, first.fence);
     assert.equal(third.owner, first.owner);
-    assert.deepEqual((await inspect(b, name)).owners, [{ owner: first.owner, holds: 3 }]);
+    assert.deepEqual(holdsOf(await inspect(b, name)), [{ owner: first.owner, holds: 3 }]);
     for (const l of [third, again, first]) assert.equal(await release(l), true);
     assert.equal((await inspect(b, name)).held, false);
   });
@@ -80,7 +80,7 @@ describe("owner scope, lease.token and resume()", () => {
     assert.equal(held.fence, lease.fence);
     assert.equal(held.token, lease.token);
     assert.ok(held.expiresAt > performance.now());
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner: lease.owner, holds: 1 }], "the same hold, not a second");
+    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: lease.owner, holds: 1 }], "the same hold, not a second");
     // Another owner still cannot get in, and the hold outlives its TTL while both renew it.
     await sleep(1_300);
     await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
@@ -99,7 +99,7 @@ describe("owner scope, lease.token and resume()", () => {
     await handler.disconnect(); // the handler returns; nothing of it renews the lease
     const job = await resume(b, token, { watchdogMs: 1_000 });
     await sleep(1_500); // past the handler's fixed lease: the worker's renewals keep it
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner: lease.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: lease.owner, holds: 1 }]);
     assert.equal(job.signal.aborted, false);
     assert.equal(await extend(job), true);
     assert.equal(await release(job), true);
@@ -115,7 +115,7 @@ describe("owner scope, lease.token and resume()", () => {
     const next = await acquire(a, name, { waitMs: 0 });
     // A token names one grant: the same owner's next grant (a new fence) is not it.
     await assert.rejects(resume(b, token), (e) => e instanceof LeaseLostError && e.why === "not-held");
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner: next.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: next.owner, holds: 1 }]);
     await release(next);
   });
 
@@ -124,7 +124,7 @@ describe("owner scope, lease.token and resume()", () => {
     const lease = await acquire(a, name);
     const again = await resume(a, lease.token);
     assert.equal(again.fence, lease.fence);
-    assert.deepEqual((await inspect(b, name)).owners, [{ owner: lease.owner, holds: 2 }]);
+    assert.deepEqual(holdsOf(await inspect(b, name)), [{ owner: lease.owner, holds: 2 }]);
     assert.equal(await release(again), true);
     assert.equal(lease.signal.aborted, false);
     assert.equal((await inspect(b, name)).held, true);
@@ -137,7 +137,7 @@ describe("owner scope, lease.token and resume()", () => {
     const lease = await acquire(a, name, { prefix: "jobs", leaseMs: 5_000 });
     const held = await resume(b, lease.token, { leaseMs: 5_000 });
     assert.equal(held.name, name);
-    assert.deepEqual((await inspect(b, name, { prefix: "jobs" })).owners, [{ owner: lease.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(b, name, { prefix: "jobs" })), [{ owner: lease.owner, holds: 1 }]);
     assert.equal(await release(held), true);
     assert.equal((await inspect(b, name, { prefix: "jobs" })).held, false);
   });
@@ -184,7 +184,7 @@ describe("owner scope, lease.token and resume()", () => {
     const lease = await acquire(a, name, { leaseMs: 5_000 });
     const again = await resume(a, lease.token, { leaseMs: 5_000 });
     assert.equal(again.fence, lease.fence);
-    assert.deepEqual((await inspect(b, name)).owners, [{ owner: lease.owner, holds: 2 }]);
+    assert.deepEqual(holdsOf(await inspect(b, name)), [{ owner: lease.owner, holds: 2 }]);
     assert.equal(await release(again), true);
     assert.equal(await release(lease), true);
     assert.equal((await inspect(b, name)).held, false);
@@ -198,7 +198,7 @@ describe("owner scope, lease.token and resume()", () => {
     assert.equal((await inspect(b, name)).held, false, "no new grant left behind");
     const other = await acquire(b, name, { leaseMs: 10_000 });
     await assert.rejects(resume(a, lease.token), (e) => e instanceof LeaseLostError && e.why === "not-held");
-    assert.deepEqual((await inspect(b, name)).owners, [{ owner: other.owner, holds: 1 }]);
+    assert.deepEqual(holdsOf(await inspect(b, name)), [{ owner: other.owner, holds: 1 }]);
     await release(other);
   });
 
@@ -208,7 +208,7 @@ describe("owner scope, lease.token and resume()", () => {
     const held = await resume(b, lease.token, { leaseMs: 5_000 });
     const again = await acquire(b, name, { owner: held.owner, waitMs: 0 }); // b holds it (resumed)
     assert.equal(again.fence, lease.fence);
-    assert.deepEqual((await inspect(a, name)).owners, [{ owner: lease.owner, holds: 2 }]);
+    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: lease.owner, holds: 2 }]);
     await release(again);
     await release(held);
     // A default owner's id is no exception: on a client that does not hold it, it is another owner.
@@ -226,9 +226,9 @@ describe("owner scope, lease.token and resume()", () => {
       // The group gets its majority from the two other masters; on `a` it is busy, not a re-entry of `single`.
       const together = await acquire(group, name, { owner: "w", waitMs: 0, leaseMs: 5_000 });
       assert.notEqual(together.owner, single.owner);
-      assert.deepEqual((await inspect(b, name)).owners, [{ owner: single.owner, holds: 1 }]);
+      assert.deepEqual(holdsOf(await inspect(b, name)), [{ owner: single.owner, holds: 1 }]);
       await release(together);
-      assert.deepEqual((await inspect(b, name)).owners, [{ owner: single.owner, holds: 1 }]);
+      assert.deepEqual(holdsOf(await inspect(b, name)), [{ owner: single.owner, holds: 1 }]);
       await release(single);
     } finally {
       await Promise.all(others.map((o) => o.stop()));

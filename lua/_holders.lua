@@ -1,0 +1,45 @@
+-- The holder set of a shared lease or of permits (inlined where a script says `@include _holders.lua`):
+--   s  a sorted set: owner -> µs (server time) when the hold expires; an unclaimed grant expires when its claim
+--      window ends, a claimed one when its lease does;
+--   d  a hash: owner -> "<fence>:<attempt id>:<holds>:<unclaimed>" (unclaimed "1" until the waiter claims it, else "").
+-- The lease key holds the set record "<fence>/<mode>" (see _record.lua), or the exclusive record of an owner that
+-- also holds shared holds (a downgrade); it, s and d live at least as long as the latest live hold.
+-- purge(s, d, now): drops the holds that expired by `now`; returns how many are left.
+-- stretch(k, us): keeps key k alive at least until `us` (server µs), never shortening its TTL.
+-- earliest(s, now): ms until the first live hold expires (at least 1).
+-- hold_of(d, owner): fence (number), attempt id, holds (number), unclaimed (boolean) of the owner's hold, or nil.
+-- put(s, d, owner, f, a, c, unclaimed, us): writes the owner's hold, expiring at `us`.
+local function purge(s, d, now)
+  local gone = redis.call('ZRANGEBYSCORE', s, '-inf', now)
+  for i = 1, #gone, 1000 do
+    redis.call('HDEL', d, unpack(gone, i, math.min(i + 999, #gone)))
+  end
+  if #gone > 0 then redis.call('ZREMRANGEBYSCORE', s, '-inf', now) end
+  return redis.call('ZCARD', s)
+end
+
+local function stretch(k, us)
+  local at = math.floor(us / 1000) + 1
+  local t = redis.call('PEXPIRETIME', k)
+  if t == -1 or (t >= 0 and t < at) then redis.call('PEXPIREAT', k, at) end
+end
+
+local function earliest(s, now)
+  local first = redis.call('ZRANGE', s, 0, 0, 'WITHSCORES')
+  if not first[2] then return 1 end
+  return math.max(1, math.floor((tonumber(first[2]) - now) / 1000) + 1)
+end
+
+local function hold_of(d, owner)
+  local v = redis.call('HGET', d, owner)
+  if not v then return nil end
+  local f, a, c, u = string.match(v, '^(%d+):([^:]*):(%d+):(1?)$')
+  if not f then error({ err = 'ERR redlease: a lease holder record is not one this library writes' }) end
+  return tonumber(f), a, tonumber(c), u == '1'
+end
+
+local function put(s, d, owner, f, a, c, unclaimed, us)
+  redis.call('ZADD', s, us, owner)
+  redis.call('HSET', d, owner, string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':' ..
+    (unclaimed and '1' or ''))
+end

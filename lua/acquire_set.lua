@@ -1,0 +1,103 @@
+-- acquire_set: take, re-enter or claim a shared hold or a permit, or report when to try again (and, for a waiting
+-- caller, join the FIFO wait queue). Shared holds coexist with one another and with the shared holds of an owner
+-- that holds the lease exclusively (a downgrade: that hold shares the exclusive hold's fence); permits coexist up
+-- to their number. A newcomer never passes a queued waiter (so a queued exclusive waiter is not starved by new
+-- shared requests); once this caller is admitted, the waiters behind it that can proceed with it are too.
+-- KEYS[1]  lease key (see _record.lua)
+-- KEYS[2]  wait queue (see _handoff.lua)
+-- KEYS[3]  holder set, KEYS[4] holder records (see _holders.lua)
+-- ARGV[1]  owner
+-- ARGV[2]  lease ms
+-- ARGV[3]  attempt id
+-- ARGV[4]  queue entry for this waiter, or "" when the caller does not wait
+-- ARGV[5]  queue TTL ms
+-- ARGV[6]  publish command: PUBLISH or SPUBLISH
+-- ARGV[7]  kind: "s" (shared) or "p<n>" (one of n permits)
+-- Returns  as acquire.lua: the fence (> 0) when held now; else -1 - the ms after which to try again, or for a
+--          waiting caller { that number, µs when it was queued, 1 if this call queued it else 0 };
+--          or "!x" when permits are asked of a lease held exclusively, "!<mode>" when the lease is held in another
+--          set mode (shared, or another number of permits).
+local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local owner, ms, aid, entry, pub, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7]
+-- @include _handoff.lua
+local now = now_us()
+local until_us = now + tonumber(ms) * 1000
+
+local function busy(retry)
+  local r = -1 - retry
+  if entry == '' then return r end
+  local tq, created = string.format('%d', now), redis.call('ZADD', q, 'NX', now, entry)
+  if created == 0 then tq = redis.call('ZSCORE', q, entry) end
+  redis.call('PEXPIRE', q, ARGV[5])
+  return { r, tq, created }
+end
+
+local function done(f)
+  stretch(h, until_us)
+  stretch(s, until_us)
+  stretch(d, until_us)
+  if entry ~= '' then redis.call('ZREM', q, entry) end
+  return f
+end
+
+local fence, gid, c, by, gowner, mode = record(redis.call('GET', h))
+local n = 0
+if gowner and by and now > by then
+  -- An exclusive grant never claimed within its claim window: taken back (the admission below passes it on).
+  redis.call('SET', h, string.format('%d', fence), 'KEEPTTL')
+  gowner = nil
+end
+if gowner then
+  if kind ~= 's' then return '!x' end
+  if gowner ~= owner then
+    local r = redis.call('PTTL', h)
+    if by then r = math.min(r, math.floor((by - now) / 1000) + 1) end
+    return busy(math.max(r, 1))
+  end
+  -- A downgrade: a shared hold for the exclusive holder, with its fence. Reentrant like any shared hold.
+  local mf, _, mc = hold_of(d, owner)
+  if mf and (tonumber(redis.call('ZSCORE', s, owner)) or 0) <= now then mf = nil end
+  put(s, d, owner, fence, aid, (mf and mc or 0) + 1, false, math.max(until_us, tonumber(redis.call('ZSCORE', s, owner)) or 0))
+  return done(fence)
+end
+if mode then
+  n = purge(s, d, now)
+  if n == 0 then mode = nil end
+end
+if mode and mode ~= kind then return '!' .. mode end
+if mode then
+  -- This owner's live hold: re-entered, or claimed by the attempt it was granted to (a retry, or a handoff whose
+  -- message crossed this call). A re-entry while the hold is still unclaimed claims it, and keeps the waiter's
+  -- attempt id so that its own re-check still finds its grant (as acquire.lua does).
+  local mf, ma, mc, unclaimed = hold_of(d, owner)
+  if mf then
+    local exp = math.max(until_us, tonumber(redis.call('ZSCORE', s, owner)))
+    if ma == aid then
+      put(s, d, owner, mf, aid, mc, false, exp)
+    else
+      put(s, d, owner, mf, unclaimed and ma or aid, mc + 1, false, exp)
+    end
+    return done(mf)
+  end
+end
+local cap = tonumber(string.match(kind, '^p(%d+)$'))
+if cap and n >= cap then return busy(earliest(s, now)) end
+-- FIFO: queued waiters go first; the run admitted may reach this caller.
+if redis.call('EXISTS', q) == 1 then
+  local r
+  r, fence, mode, n = admit(h, q, s, d, pub, fence, aid, nil, mode, n)
+  if r ~= 'self' and r ~= false then
+    if type(r) == 'number' then return busy(r) end
+    -- Blocked behind a waiter that waits for the holders.
+    if n > 0 then return busy(earliest(s, now)) end
+    return busy(math.max(redis.call('PTTL', h), 1))
+  end
+  if r == 'self' then entry = '' end
+end
+local f = next_fence(fence, now)
+put(s, d, owner, f, aid, 1, false, until_us)
+redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'KEEPTTL')
+done(f)
+-- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits).
+if redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1) end
+return f

@@ -1,0 +1,42 @@
+-- release_set: drop one shared hold or permit of this owner; on its last hold, admit the waiters that can now
+-- proceed (a freed permit: one waiter; the last shared hold gone: the exclusive waiter at the head). With an attempt
+-- id it undoes that acquire call instead (see release.lua).
+-- KEYS[1]  lease key
+-- KEYS[2]  wait queue
+-- KEYS[3]  holder set, KEYS[4] holder records (see _holders.lua)
+-- ARGV[1]  owner
+-- ARGV[2]  how long the grant record outlives the final release, ms
+-- ARGV[3]  publish command: PUBLISH or SPUBLISH
+-- ARGV[4]  the fence of the hold being released, or "" to skip the check
+-- ARGV[5]  attempt id to undo, or ""
+-- ARGV[6]  that attempt's queue entry, or ""
+-- Returns  as release.lua: 0 not held by this owner, 1 one hold released and the owner still holds it, 2 released,
+--          3 released and a waiter admitted.
+local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if ARGV[6] ~= '' then redis.call('ZREM', q, ARGV[6]) end
+-- @include _handoff.lua
+local now = now_us()
+local owner = ARGV[1]
+local mf, ma, mc, unclaimed = hold_of(d, owner)
+if not mf then return 0 end
+local exp = tonumber(redis.call('ZSCORE', s, owner))
+if not exp or exp <= now then return 0 end
+if (ARGV[4] ~= '' and string.format('%d', mf) ~= ARGV[4]) or (ARGV[5] ~= '' and ma ~= ARGV[5]) then return 0 end
+if mc > 1 then
+  -- An undone attempt is forgotten (a repeated undo must not drop another hold).
+  redis.call('HSET', d, owner, string.format('%d', mf) .. ':' .. (ARGV[5] ~= '' and '' or ma) .. ':' ..
+    string.format('%d', mc - 1) .. ':' .. (unclaimed and '1' or ''))
+  return 1
+end
+redis.call('ZREM', s, owner)
+redis.call('HDEL', d, owner)
+local fence, _, _, _, gowner, mode = record(redis.call('GET', h))
+-- The owner holds the lease exclusively as well (a downgrade that it undid): nothing else changes.
+if gowner then return 2 end
+local n = purge(s, d, now)
+if n == 0 then mode = nil end
+local r, last = false, fence
+if redis.call('EXISTS', q) == 1 then r, last, mode, n = admit(h, q, s, d, ARGV[3], fence, nil, nil, mode, n) end
+if type(r) == 'number' then return 3 end
+if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
+return 2

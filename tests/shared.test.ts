@@ -1,0 +1,264 @@
+// Shared leases (read-write) and permits (a counting semaphore) on the lease engine: coexistence and exclusion,
+// FIFO across kinds (a queued exclusive waiter is not starved; its release admits the whole run of shared waiters),
+// downgrade and the refused upgrade, permits that free with their TTL and wake one waiter, kind mismatches, fences,
+// signals on loss, inspect/forceUnlock and tokens. Two clients stand for two processes.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { createClient } from "redis";
+import {
+  acquire,
+  extend,
+  forceUnlock,
+  inspect,
+  LeaseKindError,
+  LeaseLostError,
+  LockTimeoutError,
+  release,
+  resume,
+  withLock,
+} from "../mod.ts";
+import { redlock } from "../src/redlock.ts";
+import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+
+let srv: RedisServer;
+let a: Client;
+let b: Client;
+let n = 0;
+const fresh = () => `shared-test-${++n}-${Math.random().toString(36).slice(2)}`;
+
+/** Whether `p` settles within `ms` (it keeps running either way). */
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  const r = await Promise.race([p.then(() => true, () => true), new Promise<false>((res) => (t = setTimeout(() => res(false), ms)))]);
+  clearTimeout(t);
+  return r;
+}
+
+function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown> {
+  if (signal.aborted) return Promise.resolve(signal.reason);
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve("timeout"), ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      resolve(signal.reason);
+    }, { once: true });
+  });
+}
+
+const closed = createClient({ url: "redis://127.0.0.1:1" }) as unknown as Client;
+
+describe("shared leases", () => {
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("shared holds coexist, each with its own increasing fence; an exclusive request waits for all of them", async () => {
+    const name = fresh();
+    const r1 = await acquire(a, name, { shared: true, waitMs: 0 });
+    const r2 = await acquire(b, name, { shared: true, waitMs: 0 });
+    assert.equal(r1.kind, "shared");
+    assert.ok(r2.fence > r1.fence, "each shared hold has its own, larger fence");
+    await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
+    const w = acquire(b, name, { waitMs: 5_000 });
+    assert.equal(await settlesWithin(w, 150), false, "the writer waits while a reader holds");
+    assert.equal(await release(r1), true);
+    assert.equal(await settlesWithin(w, 150), false, "and while the second reader holds");
+    const t0 = performance.now();
+    assert.equal(await release(r2), true);
+    const writer = await w;
+    assert.ok(performance.now() - t0 < 1_000, "woken by the release, not by polling");
+    assert.equal(writer.kind, "exclusive");
+    assert.ok(writer.fence > r2.fence);
+    await assert.rejects(acquire(a, name, { shared: true, waitMs: 0 }), LockTimeoutError, "readers wait for the writer");
+    await release(writer);
+    assert.deepEqual((await inspect(a, name)).owners, []);
+  });
+
+  test("a queued exclusive waiter is not passed by newer shared requests; its release admits the whole run of readers at once", async () => {
+    const name = fresh();
+    const r1 = await acquire(a, name, { shared: true });
+    const w = acquire(b, name, { waitMs: 10_000 });
+    await sleep(100);
+    // A reader arriving after the writer queues behind it, though only readers hold now.
+    await assert.rejects(acquire(a, name, { shared: true, waitMs: 0 }), LockTimeoutError);
+    const later = [acquire(a, name, { shared: true, waitMs: 10_000 }), acquire(b, name, { shared: true, waitMs: 10_000 })];
+    await sleep(100);
+    assert.equal((await inspect(a, name)).waiters, 3);
+    await release(r1);
+    const writer = await w;
+    for (const p of later) assert.equal(await settlesWithin(p, 100), false, "readers queued behind the writer wait for it");
+    await release(writer);
+    const readers = await Promise.all(later);
+    const info = await inspect(a, name);
+    assert.equal(info.kind, "shared");
+    assert.equal(info.owners.length, 2, "both readers admitted by the one release");
+    assert.equal(info.waiters, 0);
+    for (const r of readers) assert.ok(r.fence > writer.fence);
+    await Promise.all(readers.map((r) => release(r)));
+  });
+
+  test("downgrade: the exclusive holder adds a shared hold that outlives its exclusive one; others read once it is released", async () => {
+    const name = fresh();
+    const wr = await acquire(a, name);
+    const rd = await acquire(a, name, { shared: true, owner: wr, waitMs: 0 });
+    assert.equal(rd.fence, wr.fence, "the downgraded hold shares the exclusive hold's fence");
+    assert.equal(rd.kind, "shared");
+    const other = acquire(b, name, { shared: true, waitMs: 5_000 });
+    assert.equal(await settlesWithin(other, 150), false, "other readers wait while the exclusive hold remains");
+    assert.equal(await release(wr), true);
+    const r2 = await other;
+    assert.ok(!rd.signal.aborted, "the downgraded hold is still held");
+    const info = await inspect(b, name);
+    assert.equal(info.kind, "shared");
+    assert.deepEqual(info.owners.map((o) => o.kind), ["shared", "shared"]);
+    await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
+    await release(rd);
+    await release(r2);
+    const writer = await acquire(b, name, { waitMs: 0 });
+    await release(writer);
+  });
+
+  test("upgrade: a shared holder asking for an exclusive hold gets LeaseKindError at once, not a deadlock", async () => {
+    const name = fresh();
+    const rd = await acquire(a, name, { shared: true });
+    const t0 = performance.now();
+    const e = await acquire(a, name, { owner: rd, waitMs: 10_000 }).then(() => undefined, (x: unknown) => x);
+    assert.ok(e instanceof LeaseKindError, String(e));
+    assert.equal(e.why, "upgrade");
+    assert.equal(e.lockName, name);
+    assert.ok(performance.now() - t0 < 2_000, "at once");
+    assert.equal((await inspect(a, name)).waiters, 0, "nothing left queued");
+    await release(rd);
+  });
+
+  test("a dead reader's hold frees with its TTL; a lost shared hold aborts its signal with LeaseLostError", async () => {
+    const name = fresh();
+    const dead = await acquire(a, name, { shared: true, leaseMs: 300 }); // never released: its holder "died"
+    const t0 = performance.now();
+    const writer = await acquire(b, name, { waitMs: 5_000 });
+    assert.ok(performance.now() - t0 >= 250, "the writer waited out the dead reader's TTL");
+    assert.ok(writer.fence > dead.fence);
+    await release(writer);
+    // forceUnlock removes every shared hold: a watchdog holder learns at its next renewal.
+    const rd = await acquire(a, name, { shared: true, watchdogMs: 300 });
+    assert.equal(await forceUnlock(b, name), true);
+    const reason = await abortedWithin(rd.signal, 2_000);
+    assert.ok(reason instanceof LeaseLostError, String(reason));
+    assert.equal(reason.why, "not-held");
+    assert.equal(await release(rd), false);
+  });
+
+  test("withLock, extend and a token work on shared holds; resume takes a shared hold over", async () => {
+    const name = fresh();
+    const seen = await withLock(a, name, async (_signal, lease) => {
+      assert.equal(lease.kind, "shared");
+      assert.equal(await extend(lease, 5_000), true);
+      return lease.fence;
+    }, { shared: true });
+    assert.ok(seen > 0);
+    const held = await acquire(a, name, { shared: true, leaseMs: 2_000 });
+    const other = await resume(b, held.token);
+    assert.equal(other.fence, held.fence);
+    assert.equal(other.kind, "shared");
+    assert.equal(await release(other), true);
+    assert.equal(await release(held), false, "the hold was released by the process that took it over");
+  });
+
+  test("bad input is rejected before any Redis command; Redlock refuses shared leases", async () => {
+    await assert.rejects(acquire(closed, "x", { shared: "yes" as unknown as boolean }), TypeError);
+    await assert.rejects(acquire(closed, "x", { shared: true, permits: 2 }), TypeError);
+    await assert.rejects(acquire(closed, "x", { permits: 0 }), RangeError);
+    await assert.rejects(acquire(closed, "x", { permits: 1.5 }), RangeError);
+    const group = redlock([0, 1, 2].map(() => createClient({ url: "redis://127.0.0.1:1" }) as unknown as Client));
+    await assert.rejects(acquire(group, "x", { shared: true }), TypeError);
+    await assert.rejects(acquire(group, "x", { permits: 3 }), TypeError);
+  });
+});
+
+describe("permits", () => {
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("n permits are taken by n holders, each with its own fence; the next waits and freeing one wakes exactly one", async () => {
+    const name = fresh();
+    const held = [await acquire(a, name, { permits: 2 }), await acquire(b, name, { permits: 2 })];
+    assert.equal(held[0].kind, "permit");
+    assert.ok(held[1].fence > held[0].fence);
+    await assert.rejects(acquire(a, name, { permits: 2, waitMs: 0 }), LockTimeoutError);
+    const w1 = acquire(a, name, { permits: 2, waitMs: 10_000 });
+    await sleep(50);
+    const w2 = acquire(b, name, { permits: 2, waitMs: 10_000 });
+    await sleep(100);
+    const info = await inspect(a, name);
+    assert.equal(info.kind, "permits");
+    assert.equal(info.permits, 2);
+    assert.equal(info.waiters, 2);
+    await release(held[0]);
+    const first = await w1;
+    assert.equal(await settlesWithin(w2, 200), false, "one freed permit wakes exactly one waiter, the first");
+    assert.equal((await inspect(a, name)).owners.length, 2);
+    await release(held[1]);
+    const second = await w2;
+    assert.ok(second.fence > first.fence);
+    await release(first);
+    await release(second);
+    assert.equal((await inspect(a, name)).held, false);
+  });
+
+  test("a dead holder's permit frees with its TTL; a permit re-entered by its owner counts once", async () => {
+    const name = fresh();
+    await acquire(a, name, { permits: 1, leaseMs: 300 }); // its holder "dies"
+    const t0 = performance.now();
+    const next = await acquire(b, name, { permits: 1, waitMs: 5_000 });
+    assert.ok(performance.now() - t0 >= 200, "waited out the dead holder's TTL");
+    const again = await acquire(b, name, { permits: 1, owner: next, waitMs: 0 });
+    assert.equal(again.fence, next.fence);
+    const info = await inspect(a, name);
+    assert.deepEqual(info.owners.map((o) => [o.owner, o.holds, o.kind]), [[next.owner, 2, "permit"]]);
+    await release(again);
+    await release(next);
+  });
+
+  test("callers that disagree on n, or ask exclusive/shared of a permits lease, get LeaseKindError at once", async () => {
+    const name = fresh();
+    const p = await acquire(a, name, { permits: 3 });
+    for (const o of [{ permits: 2 }, {}, { shared: true }]) {
+      const e = await acquire(b, name, { ...o, waitMs: 10_000 }).then(() => undefined, (x: unknown) => x);
+      assert.ok(e instanceof LeaseKindError, String(e));
+      assert.equal(e.why, "mismatch");
+      assert.equal(e.found, 3);
+    }
+    await release(p);
+    const x = await acquire(a, name, {});
+    const e = await acquire(b, name, { permits: 3, waitMs: 10_000 }).then(() => undefined, (x: unknown) => x);
+    assert.ok(e instanceof LeaseKindError && e.found === "exclusive", String(e));
+    await release(x);
+    // Once nobody holds it, another number is fine.
+    const q = await acquire(b, name, { permits: 5, waitMs: 0 });
+    await release(q);
+  });
+
+  test("a lost permit aborts its signal; forceUnlock frees every permit and admits the waiters", async () => {
+    const name = fresh();
+    const p1 = await acquire(a, name, { permits: 1, watchdogMs: 300 });
+    const w = acquire(b, name, { permits: 1, waitMs: 10_000 });
+    await sleep(100);
+    assert.equal(await forceUnlock(b, name), true);
+    const got = await w;
+    const reason = await abortedWithin(p1.signal, 2_000);
+    assert.ok(reason instanceof LeaseLostError, String(reason));
+    assert.ok(got.fence > p1.fence);
+    await release(got);
+  });
+});
