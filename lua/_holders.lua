@@ -1,14 +1,20 @@
--- The holder set of a shared lease or of permits (inlined where a script says `@include _holders.lua`):
+-- The holder set of shared holds and permits (inlined where a script says `@include _holders.lua`):
 --   s  a sorted set: owner -> µs (server time) when the hold expires; an unclaimed grant expires when its claim
 --      window ends, a claimed one when its lease does;
---   d  a hash: owner -> "<fence>:<attempt id>:<holds>:<unclaimed>" (unclaimed "1" until the waiter claims it, else "").
--- The lease key holds the set record "<fence>/<mode>" (see _record.lua), or the exclusive record of an owner that
--- also holds shared holds (a downgrade); it, s and d live at least as long as the latest live hold.
+--   d  a hash: owner -> "<fence>:<attempt id>:<holds>:<unclaimed>:<kind>" (unclaimed "1" until the waiter claims
+--      it, else ""; kind "s" or "p<n>").
+-- The live holds decide how the lease is held (their kind), whatever the lease key says: that key may be the
+-- exclusive record of an owner that also holds shared holds (a downgrade), a set record "<fence>/<kind>" that keeps
+-- the fence, or gone. So every path that finds the lease free of an exclusive holder counts the live holds first
+-- (the uncontended acquire does so by `EXISTS queue holders`). s and d live as long as the latest live hold; so does
+-- a set record, but never an exclusive record, which keeps its own TTL.
 -- purge(s, d, now): drops the holds that expired by `now`; returns how many are left.
+-- holders(s, d, now): purge(), and the kind of the live holds (nil when none).
 -- stretch(k, us): keeps key k alive at least until `us` (server µs), never shortening its TTL.
 -- earliest(s, now): ms until the first live hold expires (at least 1).
--- hold_of(d, owner): fence (number), attempt id, holds (number), unclaimed (boolean) of the owner's hold, or nil.
--- put(s, d, owner, f, a, c, unclaimed, us): writes the owner's hold, expiring at `us`.
+-- latest(s): µs when the last live hold expires (0 when none).
+-- hold_of(d, owner): fence (number), attempt id, holds (number), unclaimed (boolean), kind of the owner's hold, or nil.
+-- put(s, d, owner, f, a, c, unclaimed, us, kind): writes the owner's hold, expiring at `us`; s and d live as long.
 local function purge(s, d, now)
   local gone = redis.call('ZRANGEBYSCORE', s, '-inf', now)
   for i = 1, #gone, 1000 do
@@ -16,6 +22,22 @@ local function purge(s, d, now)
   end
   if #gone > 0 then redis.call('ZREMRANGEBYSCORE', s, '-inf', now) end
   return redis.call('ZCARD', s)
+end
+
+local function hold_of(d, owner)
+  local v = redis.call('HGET', d, owner)
+  if not v then return nil end
+  local f, a, c, u, k = string.match(v, '^(%d+):([^:]*):(%d+):(1?):([sp]%d*)$')
+  if not f then error({ err = 'ERR redlease: a lease holder record is not one this library writes' }) end
+  return tonumber(f), a, tonumber(c), u == '1', k
+end
+
+local function holders(s, d, now)
+  local n = purge(s, d, now)
+  if n == 0 then return 0, nil end
+  local first = redis.call('ZRANGE', s, 0, 0)
+  local _, _, _, _, kind = hold_of(d, first[1])
+  return n, kind
 end
 
 local function stretch(k, us)
@@ -30,16 +52,15 @@ local function earliest(s, now)
   return math.max(1, math.floor((tonumber(first[2]) - now) / 1000) + 1)
 end
 
-local function hold_of(d, owner)
-  local v = redis.call('HGET', d, owner)
-  if not v then return nil end
-  local f, a, c, u = string.match(v, '^(%d+):([^:]*):(%d+):(1?)$')
-  if not f then error({ err = 'ERR redlease: a lease holder record is not one this library writes' }) end
-  return tonumber(f), a, tonumber(c), u == '1'
+local function latest(s)
+  local last = redis.call('ZRANGE', s, -1, -1, 'WITHSCORES')
+  return tonumber(last[2]) or 0
 end
 
-local function put(s, d, owner, f, a, c, unclaimed, us)
+local function put(s, d, owner, f, a, c, unclaimed, us, kind)
   redis.call('ZADD', s, us, owner)
   redis.call('HSET', d, owner, string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':' ..
-    (unclaimed and '1' or ''))
+    (unclaimed and '1' or '') .. ':' .. kind)
+  stretch(s, us)
+  stretch(d, us)
 end

@@ -6,8 +6,8 @@
 --         been claimed by its waiter yet.
 --   free  "<fence>": the last fence, kept for a while after the final release (a fence taken from the clock after
 --         that is larger anyway, and a burst of grants may have run the fence ahead of the clock).
---   set   "<fence>/<mode>": held by a set of holders (see _holders.lua), mode "s" for shared holds or "p<n>" for n
---         permits; the fence is the latest handed out. The key lives at least as long as its live holders.
+--   set   "<fence>/<kind>": held by shared holds ("s") or permits ("p<n>"), see _holders.lua: the record keeps the
+--         latest fence handed out and lives as long as the live holds (which, not the record, say how it is held).
 -- record(v): fence (number, 0 without a record), attempt id, holds (number), claim by (number or nil), owner
 --   (nil when free), and the set mode (nil unless a set record). Any other value is not ours: an error, never a
 --   free lease.

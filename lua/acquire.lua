@@ -29,8 +29,8 @@ if #us < 6 then us = string.rep('0', 6 - #us) .. us end
 local fresh = t[1] .. us
 local v = redis.call('SET', h, fresh .. ':' .. aid .. ':1::' .. owner, 'NX', 'PX', ms, 'GET')
 if not v then
-  if redis.call('EXISTS', q) == 0 then return fresh end
-  -- Free, but waiters are queued (their holder's lease expired): they go first.
+  if redis.call('EXISTS', q, s) == 0 then return fresh end
+  -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live.
   redis.call('DEL', h)
 end
 -- The reply to a caller that cannot have the lease now: try again in `retry` ms; a waiting caller joins the queue
@@ -61,12 +61,21 @@ end
 local now = tonumber(fresh)
 -- @include _handoff.lua
 
--- The lease has no holder: the head of the live queue goes first, then the caller.
+-- No exclusive holder: shared holds or permits may live (then the caller waits, or is refused); else the head of
+-- the live queue goes first, then the caller.
 local function take_free(last)
+  local n, mode = holders(s, d, now)
+  if n > 0 then
+    redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'KEEPTTL')
+    stretch(h, latest(s))
+    if mode ~= 's' then return '!' .. mode end
+    if redis.call('ZSCORE', s, owner) then return '!upgrade' end
+    return busy(earliest(s, now))
+  end
   if redis.call('EXISTS', q) == 1 then
-    local r
-    r, last = admit(h, q, s, d, pub, last, aid, nil, nil, 0)
-    if type(r) == 'number' then return busy(r) end
+    local r, g, _m, _n
+    r, last, _m, _n, g = admit(h, q, s, d, pub, last, aid, nil, nil, 0)
+    if g then return busy(g) end
     if r == 'self' then entry = '' end
   end
   local f = next_fence(last, now)
@@ -75,13 +84,7 @@ local function take_free(last)
   return f
 end
 
-local fence, gid, c, by, gowner, mode = record(v)
-if mode and purge(s, d, now) > 0 then
-  -- Held shared or as permits.
-  if mode ~= 's' then return '!' .. mode end
-  if redis.call('ZSCORE', s, owner) then return '!upgrade' end
-  return busy(earliest(s, now))
-end
+local fence, gid, c, by, gowner = record(v)
 if not gowner then return take_free(fence) end
 if gowner == owner and gid == aid then
   -- This attempt holds it already (a retry, or a handoff whose message crossed this call): claim it.
@@ -91,7 +94,8 @@ if gowner == owner and gid == aid then
 end
 if by and now > by then
   -- Handed over but never claimed (its waiter is dead, partitioned or deaf): take it back, pass it on. An
-  -- unclaimed grant is its owner's only hold (a re-entry would have claimed it).
+  -- unclaimed grant is its owner's only exclusive hold (a re-entry or a downgrade would have claimed it); shared
+  -- holds of its owner stay, and take_free counts them.
   return take_free(fence)
 end
 -- Re-entry (another owner's hold took the contended path above). Record this attempt, for its undo. If the

@@ -33,18 +33,14 @@ local function busy(retry)
 end
 
 local function done(f)
-  stretch(h, until_us)
-  stretch(s, until_us)
-  stretch(d, until_us)
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return f
 end
 
-local fence, gid, c, by, gowner, mode = record(redis.call('GET', h))
-local n = 0
+local fence, gid, c, by, gowner = record(redis.call('GET', h))
 if gowner and by and now > by then
-  -- An exclusive grant never claimed within its claim window: taken back (the admission below passes it on).
-  redis.call('SET', h, string.format('%d', fence), 'KEEPTTL')
+  -- An exclusive grant never claimed within its claim window: taken back (the admission below passes it on; shared
+  -- holds of its owner stay).
   gowner = nil
 end
 if gowner then
@@ -54,16 +50,20 @@ if gowner then
     if by then r = math.min(r, math.floor((by - now) / 1000) + 1) end
     return busy(math.max(r, 1))
   end
-  -- A downgrade: a shared hold for the exclusive holder, with its fence. Reentrant like any shared hold.
-  local mf, _, mc = hold_of(d, owner)
-  if mf and (tonumber(redis.call('ZSCORE', s, owner)) or 0) <= now then mf = nil end
-  put(s, d, owner, fence, aid, (mf and mc or 0) + 1, false, math.max(until_us, tonumber(redis.call('ZSCORE', s, owner)) or 0))
+  -- A downgrade: a shared hold for the exclusive holder, with its fence, reentrant like any shared hold. Its owner
+  -- is evidently alive: an exclusive grant still to be claimed is claimed (its TTL, the lease, was set when it was
+  -- handed over). The exclusive record keeps its own TTL: the shared hold may outlive it.
+  if by then redis.call('SET', h, held(fence, gid, c, nil, owner), 'KEEPTTL') end
+  local mf, ma, mc = hold_of(d, owner)
+  local exp = tonumber(redis.call('ZSCORE', s, owner)) or 0
+  if mf and exp > now then
+    put(s, d, owner, mf, aid, ma == aid and mc or mc + 1, false, math.max(until_us, exp), 's')
+    return done(mf)
+  end
+  put(s, d, owner, fence, aid, 1, false, until_us, 's')
   return done(fence)
 end
-if mode then
-  n = purge(s, d, now)
-  if n == 0 then mode = nil end
-end
+local n, mode = holders(s, d, now)
 if mode and mode ~= kind then return '!' .. mode end
 if mode then
   -- This owner's live hold: re-entered, or claimed by the attempt it was granted to (a retry, or a handoff whose
@@ -73,30 +73,31 @@ if mode then
   if mf then
     local exp = math.max(until_us, tonumber(redis.call('ZSCORE', s, owner)))
     if ma == aid then
-      put(s, d, owner, mf, aid, mc, false, exp)
+      put(s, d, owner, mf, aid, mc, false, exp, kind)
     else
-      put(s, d, owner, mf, unclaimed and ma or aid, mc + 1, false, exp)
+      put(s, d, owner, mf, unclaimed and ma or aid, mc + 1, false, exp, kind)
     end
+    stretch(h, exp)
     return done(mf)
   end
 end
 local cap = tonumber(string.match(kind, '^p(%d+)$'))
 if cap and n >= cap then return busy(earliest(s, now)) end
--- FIFO: queued waiters go first; the run admitted may reach this caller.
+-- FIFO: queued waiters go first; the run admitted may reach this caller, or empty the queue.
 if redis.call('EXISTS', q) == 1 then
-  local r
-  r, fence, mode, n = admit(h, q, s, d, pub, fence, aid, nil, mode, n)
-  if r ~= 'self' and r ~= false then
-    if type(r) == 'number' then return busy(r) end
-    -- Blocked behind a waiter that waits for the holders.
+  local r, g
+  r, fence, mode, n, g = admit(h, q, s, d, pub, fence, aid, nil, mode, n)
+  if (r ~= 'self' and r ~= 'empty') or (mode and mode ~= kind) or (cap and n >= cap) then
+    if g then return busy(g) end
     if n > 0 then return busy(earliest(s, now)) end
     return busy(math.max(redis.call('PTTL', h), 1))
   end
   if r == 'self' then entry = '' end
 end
 local f = next_fence(fence, now)
-put(s, d, owner, f, aid, 1, false, until_us)
+put(s, d, owner, f, aid, 1, false, until_us, kind)
 redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'KEEPTTL')
+stretch(h, latest(s))
 done(f)
 -- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits).
 if redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1) end

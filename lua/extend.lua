@@ -2,7 +2,6 @@
 -- claim of a handed-over grant, which it marks claimed). Redlock renewal may also re-establish the lease on a
 -- master that lost it (restarted empty), where it is free there.
 -- KEYS[1]  lease key
--- KEYS[2]  the holder set (see _holders.lua): the owner may hold shared holds too, which the key must outlive
 -- ARGV[1]  owner
 -- ARGV[2]  lease ms (the TTL to set)
 -- ARGV[3]  the fence of the hold, or "" to skip the check (a newer grant to the same owner is not this hold)
@@ -17,14 +16,7 @@ local f, a, c, by, o
 if v then f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$') end
 if o == ARGV[1] and (ARGV[3] == '' or f == ARGV[3]) then
   if by ~= '' then redis.call('SET', h, f .. ':' .. a .. ':' .. c .. '::' .. o, 'KEEPTTL') end
-  if ARGV[5] == 'GT' then
-    redis.call('PEXPIRE', h, ARGV[2], 'GT')
-  else
-    redis.call('PEXPIRE', h, ARGV[2])
-    -- Shortened: never below the owner's shared holds (a downgrade).
-    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-    if last[2] then redis.call('PEXPIREAT', h, math.floor(tonumber(last[2]) / 1000) + 1, 'GT') end
-  end
+  if ARGV[5] == 'GT' then redis.call('PEXPIRE', h, ARGV[2], 'GT') else redis.call('PEXPIRE', h, ARGV[2]) end
   return 1
 end
 if ARGV[4] == '1' and not o and not (v and string.find(v, '/', 1, true)) then

@@ -12,14 +12,18 @@ local h, s, d = KEYS[1], KEYS[2], KEYS[3]
 -- @include _record.lua
 -- @include _holders.lua
 local now = now_us()
-local mf, ma, mc = hold_of(d, ARGV[1])
+local mf, ma, mc, _, kind = hold_of(d, ARGV[1])
 if not mf or (ARGV[3] ~= '' and string.format('%d', mf) ~= ARGV[3]) then return 0 end
 local exp = tonumber(redis.call('ZSCORE', s, ARGV[1]))
 if not exp or exp <= now then return 0 end
 local us = now + tonumber(ARGV[2]) * 1000
 if ARGV[5] == 'GT' and exp > us then us = exp end
-put(s, d, ARGV[1], mf, ma, mc, false, us)
-stretch(h, us)
-stretch(s, us)
-stretch(d, us)
+put(s, d, ARGV[1], mf, ma, mc, false, us, kind)
+-- A set record lives as long as the holds (an exclusive record keeps its own TTL: a downgraded owner's).
+local v = redis.call('GET', h)
+local _f, _a, _c, _b, gowner = record(v)
+if not gowner then
+  if not v then redis.call('SET', h, string.format('%d', mf) .. '/' .. kind) end
+  stretch(h, us)
+end
 return 1

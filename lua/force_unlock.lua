@@ -12,7 +12,7 @@ local fence, _, _, _, owner = record(redis.call('GET', h))
 local n = purge(s, d, now_us())
 if not owner and n == 0 then return 0 end
 redis.call('DEL', s, d)
-local r, last = admit(h, q, s, d, ARGV[2], fence, nil, nil, nil, 0)
-if type(r) == 'number' then return 2 end
+local _r, last, _m, _n, g = admit(h, q, s, d, ARGV[2], fence, nil, nil, nil, 0)
+if g then return 2 end
 redis.call('SET', h, string.format('%d', last), 'PX', ARGV[1])
 return 1

@@ -5,28 +5,36 @@
 -- Returns  { fence, pttl, waiters, mode, then per holder: owner, holds, kind, ms left }
 --          fence 0 when no record exists; pttl -2 when the key does not exist; waiters = queue length
 --          (entries of waiters that died are counted until a handoff skips them); mode "x" (exclusive or free),
---          "s" (shared) or "p<n>" (n permits); kind "x" for the exclusive holder, else the mode of a set hold.
+--          "s" (shared) or "p<n>" (n permits); kind "x" for the exclusive holder, else the kind of a set hold.
 --          Expired set holds are not listed (they are dropped by the next script that changes the lease).
 -- @include _record.lua
 -- @include _holders.lua
 local h, s, d = KEYS[1], KEYS[3], KEYS[4]
-local fence, _, c, _, owner, mode = record(redis.call('GET', h))
+local fence, _, c, _, owner = record(redis.call('GET', h))
 local pttl = redis.call('PTTL', h)
-local out = { fence, pttl, redis.call('ZCARD', KEYS[2]), mode or 'x' }
+local now = now_us()
+-- How it is held: exclusive while an exclusive holder lives (its owner may hold shared holds too: a downgrade), else
+-- the kind of the live set holds (expired ones are not listed: the next script that changes the lease drops them).
+local first = redis.call('ZRANGEBYSCORE', s, '(' .. string.format('%d', now), '+inf', 'LIMIT', 0, 1)
+local mode = 'x'
+if first[1] and not owner then
+  local _f, _a, _c, _u, k = hold_of(d, first[1])
+  mode = k or 'x'
+end
+local out = { fence, pttl, redis.call('ZCARD', KEYS[2]), mode }
 if owner then
   table.insert(out, owner)
   table.insert(out, c)
   table.insert(out, 'x')
   table.insert(out, pttl)
 end
-local now = now_us()
 local holders = redis.call('ZRANGEBYSCORE', s, '(' .. string.format('%d', now), '+inf', 'WITHSCORES')
 for i = 1, #holders, 2 do
-  local _, _, hc = hold_of(d, holders[i])
+  local _f, _a, hc, _u, hk = hold_of(d, holders[i])
   if hc then
     table.insert(out, holders[i])
     table.insert(out, hc)
-    table.insert(out, mode or 's')
+    table.insert(out, hk)
     table.insert(out, math.floor((tonumber(holders[i + 1]) - now) / 1000))
   end
 end

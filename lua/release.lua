@@ -3,7 +3,8 @@
 -- its queue entry is removed, and the hold it took, if any, is released.
 -- KEYS[1]  lease key
 -- KEYS[2]  wait queue
--- KEYS[3]  the holder set, and KEYS[4] its records (see _holders.lua): the owner may hold shared holds too
+-- KEYS[3]  the holder set, and KEYS[4] its records (see _holders.lua): the owner may hold shared holds too, which
+--          stay (the lease is then shared)
 -- ARGV[1]  owner
 -- ARGV[2]  how long the grant record outlives the final release, ms
 -- ARGV[3]  publish command: PUBLISH (single node) or SPUBLISH (cluster)
@@ -36,15 +37,15 @@ if not top[1] and redis.call('EXISTS', s) == 0 then
   return 2
 end
 -- @include _handoff.lua
-local last, mode, n = tonumber(f), nil, purge(s, d, now_us())
+local last, now = tonumber(f), now_us()
+local n, mode = holders(s, d, now)
 if n > 0 then
-  -- The owner added shared holds while exclusive (a downgrade): they remain, and the lease is now shared. The key
-  -- lives as long as they do already (they stretched it).
-  mode = 's'
-  redis.call('SET', h, f .. '/s', 'KEEPTTL')
+  -- The owner added shared holds while exclusive (a downgrade): they stay, and the lease is now shared.
+  redis.call('SET', h, f .. '/' .. mode, 'KEEPTTL')
+  stretch(h, latest(s))
 end
-local r
-if top[1] then r, last = admit(h, q, s, d, ARGV[3], last, nil, top, mode, n) end
-if type(r) == 'number' then return 3 end
+local g, _r, _m, _n
+if top[1] then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], last, nil, top, mode, n) end
+if g then return 3 end
 if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
 return 2

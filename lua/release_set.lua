@@ -17,7 +17,7 @@ if ARGV[6] ~= '' then redis.call('ZREM', q, ARGV[6]) end
 -- @include _handoff.lua
 local now = now_us()
 local owner = ARGV[1]
-local mf, ma, mc, unclaimed = hold_of(d, owner)
+local mf, ma, mc, unclaimed, kind = hold_of(d, owner)
 if not mf then return 0 end
 local exp = tonumber(redis.call('ZSCORE', s, owner))
 if not exp or exp <= now then return 0 end
@@ -25,18 +25,17 @@ if (ARGV[4] ~= '' and string.format('%d', mf) ~= ARGV[4]) or (ARGV[5] ~= '' and 
 if mc > 1 then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
   redis.call('HSET', d, owner, string.format('%d', mf) .. ':' .. (ARGV[5] ~= '' and '' or ma) .. ':' ..
-    string.format('%d', mc - 1) .. ':' .. (unclaimed and '1' or ''))
+    string.format('%d', mc - 1) .. ':' .. (unclaimed and '1' or '') .. ':' .. kind)
   return 1
 end
 redis.call('ZREM', s, owner)
 redis.call('HDEL', d, owner)
-local fence, _, _, _, gowner, mode = record(redis.call('GET', h))
--- The owner holds the lease exclusively as well (a downgrade that it undid): nothing else changes.
+local fence, _, _, _, gowner = record(redis.call('GET', h))
+-- An exclusive holder (the owner, whose downgrade this was) excludes everyone else still.
 if gowner then return 2 end
-local n = purge(s, d, now)
-if n == 0 then mode = nil end
-local r, last = false, fence
-if redis.call('EXISTS', q) == 1 then r, last, mode, n = admit(h, q, s, d, ARGV[3], fence, nil, nil, mode, n) end
-if type(r) == 'number' then return 3 end
+local n, mode = holders(s, d, now)
+local last, g, _r, _n = fence, nil, nil, nil
+if redis.call('EXISTS', q) == 1 then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], fence, nil, nil, mode, n) end
+if g then return 3 end
 if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
 return 2

@@ -90,11 +90,14 @@ export function scopedOwner(scope: string, owner: string): string {
 
 /**
  * The owner Redis knows an acquire by: a new id; a Lease's owner exactly; the owner of a live hold of this lease
- * here (a `lease.owner` passed back); else the string given, scoped to `target` (see scopedOwner).
+ * here (a `lease.owner` passed back; for a shared request, of a shared or exclusive hold); else the string given,
+ * scoped to `target` (see scopedOwner).
  */
 export function ownerFor(target: Target & { readonly scope: string }, keys: LeaseKeys, o: Resolved): string {
   if (o.owner === undefined) return attemptId();
   if (o.exactOwner || target.holds.get(holdId(keys, o.owner, o.kind))?.active) return o.owner;
+  // A shared request by the owner of an exclusive hold here: a downgrade.
+  if (o.kind === "s" && target.holds.get(holdId(keys, o.owner, "x"))?.active) return o.owner;
   return scopedOwner(target.scope, o.owner);
 }
 
@@ -283,7 +286,7 @@ export async function extendCall(
     a.exact ? "" : "GT",
   ];
   const r = a.kind === "x"
-    ? Number(await st.run(EXTEND, [keys.hash, keys.holders], args, bound))
+    ? Number(await st.run(EXTEND, [keys.hash], args, bound))
     : Number(await st.run(EXTEND_SET, [keys.hash, keys.holders, keys.holderRecords], args, bound));
   return r > 1 ? { fence: r } : r === 1;
 }

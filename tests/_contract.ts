@@ -11,6 +11,7 @@ import {
   forceUnlock,
   inspect,
   type Lease,
+  LeaseKindError,
   LeaseLostError,
   LockTimeoutError,
   type RedisLike,
@@ -437,6 +438,49 @@ export function contract(ad: AdapterCase): void {
       await until("the queue is empty", async () => (await inspect(admin, name)).waiters === 0);
       await release(holder);
       assert.equal((await inspect(admin, name)).held, false, "the release did not go to the cancelled waiter");
+    });
+
+    test(`${n}: shared holds coexist and exclude an exclusive one, which a release admits`, async () => {
+      const name = fresh();
+      const r1 = await acquire(a, name, { shared: true, waitMs: 0 });
+      const r2 = await acquire(b, name, { shared: true, waitMs: 0 });
+      assert.ok(r2.fence > r1.fence);
+      await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
+      const writer = acquire(b, name, { waitMs: 10_000 });
+      await sleep(100);
+      await release(r1);
+      await release(r2);
+      const w = await writer;
+      assert.equal(w.kind, "exclusive");
+      assert.ok(w.fence > r2.fence);
+      await assert.rejects(acquire(a, name, { shared: true, waitMs: 0 }), LockTimeoutError);
+      const reader = acquire(a, name, { shared: true, waitMs: 10_000 });
+      await sleep(100);
+      await release(w);
+      const r3 = await reader;
+      assert.equal((await inspect(admin, name)).kind, "shared");
+      await release(r3);
+      assert.equal((await inspect(admin, name)).held, false);
+    });
+
+    test(`${n}: permits admit n holders and a freed permit admits the next waiter; n must agree`, async () => {
+      const name = fresh();
+      const p1 = await acquire(a, name, { permits: 2, waitMs: 0 });
+      const p2 = await acquire(b, name, { permits: 2, waitMs: 0 });
+      await assert.rejects(acquire(a, name, { permits: 2, waitMs: 0 }), LockTimeoutError);
+      await assert.rejects(acquire(a, name, { permits: 3, waitMs: 0 }), (e) => e instanceof LeaseKindError && e.found === 2);
+      const third = acquire(a, name, { permits: 2, waitMs: 10_000 });
+      await sleep(100);
+      await release(p1);
+      const p3 = await third;
+      assert.equal(p3.kind, "permit");
+      assert.ok(p3.fence > p2.fence);
+      const info = await inspect(admin, name);
+      assert.equal(info.permits, 2);
+      assert.equal(info.owners.length, 2);
+      await release(p2);
+      await release(p3);
+      assert.equal((await inspect(admin, name)).held, false);
     });
 
     test(`${n}: acquire() fences strictly increase across clients`, async () => {

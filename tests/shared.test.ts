@@ -18,6 +18,8 @@ import {
   withLock,
 } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
+import { type ClientState, stateOf } from "../src/_client.ts";
+import { acquireCall, attemptId, keysOf, type Kind, type QueueEntry, releaseCall } from "../src/_protocol.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
@@ -262,3 +264,127 @@ describe("permits", () => {
     await release(got);
   });
 });
+
+// Found by an adversarial review: each failed before its fix. Script-level, with a live receiver on the waiter
+// channels of client "c1" (so that handoffs find the waiters alive) and no client-side claims.
+describe("shared leases and permits: edge cases at the protocol level", () => {
+  let st: ClientState;
+  let admin: Client;
+  let sub: Client;
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+    admin = await srv.client();
+    st = stateOf(await srv.client());
+    sub = (await srv.client()).duplicate();
+    await sub.connect();
+    await sub.pSubscribe("redlease:*:w:c1", () => {});
+  });
+  after(async () => {
+    await sub.disconnect();
+    await srv.stop();
+  });
+  const entryOf = (attempt: string, owner: string, kind: Kind, ms = 30_000, claimMs = 1_000): QueueEntry => ({
+    clientId: "c1",
+    attempt,
+    ms,
+    claimMs,
+    kind,
+    owner,
+  });
+  const take = (name: string, owner: string, kind: Kind, ms = 30_000, attempt = attemptId(), entry?: QueueEntry) =>
+    acquireCall(st, keysOf("redlease", name), { kind, owner, ms, attempt, entry });
+
+  test("a downgraded owner's claim of its exclusive grant does not let the lease key expire before its shared hold", async () => {
+    const name = fresh();
+    await take(name, "P", "x");
+    const ox = attemptId();
+    const e = entryOf(ox, "O", "x", 500);
+    await take(name, "O", "x", 500, ox, e); // queued
+    assert.equal(await releaseCall(st, keysOf("redlease", name), { kind: "x", owner: "P" }), "handed-over");
+    assert.ok((await take(name, "O", "s", 20_000)).fence, "the downgrade");
+    assert.ok((await take(name, "O", "x", 500, ox, e)).fence, "the exclusive waiter's re-check claims its grant");
+    await sleep(700); // the exclusive hold (500 ms) is gone; the shared one (20 s) lives
+    const q = await take(name, "Q", "x", 30_000);
+    assert.equal(q.fence, undefined, "nobody takes the lease exclusively beside the live shared hold");
+    const info = await inspect(admin, name);
+    assert.deepEqual(info.owners.map((o) => [o.owner, o.kind]), [["O", "shared"]]);
+  });
+
+  test("a downgrade claims its exclusive grant; a lapsed exclusive grant taken back leaves the owner's shared holds", async () => {
+    const name = fresh();
+    await take(name, "P", "x");
+    const ox = attemptId();
+    await take(name, "O", "x", 30_000, ox, entryOf(ox, "O", "x", 30_000, 300));
+    await releaseCall(st, keysOf("redlease", name), { kind: "x", owner: "P" }); // handed to O, claim within 300 ms
+    assert.ok((await take(name, "O", "s", 20_000)).fence);
+    await sleep(400);
+    assert.equal((await take(name, "Q", "x")).fence, undefined, "O's exclusive grant was claimed by the downgrade");
+    // A grant that does lapse (no downgrade claimed it) is taken back, but the shared holds of its owner stay.
+    const name2 = fresh();
+    await take(name2, "P", "x");
+    const rx = attemptId();
+    await take(name2, "R", "x", 30_000, rx, entryOf(rx, "R", "x", 30_000, 200));
+    await releaseCall(st, keysOf("redlease", name2), { kind: "x", owner: "P" });
+    await admin.sendCommand(["HSET", `redlease:{${name2}}:d`, "R", "1:a:1::s"]); // R holds a shared hold too
+    await admin.sendCommand(["ZADD", `redlease:{${name2}}:s`, String((Date.now() + 20_000) * 1000), "R"]);
+    await sleep(300);
+    assert.equal((await take(name2, "Q", "x")).fence, undefined, "R's shared hold still excludes Q");
+  });
+
+  test("a downgraded exclusive hold ends with its own TTL; the lease is then shared", async () => {
+    const name = fresh();
+    const wr = await acquire(a, name, { leaseMs: 300 });
+    const rd = await acquire(a, name, { shared: true, owner: wr.owner, leaseMs: 5_000, waitMs: 0 });
+    assert.equal(rd.fence, wr.fence, "a downgrade by the owner string too");
+    await sleep(500);
+    const other = await acquire(b, name, { shared: true, waitMs: 0 });
+    assert.equal((await inspect(admin, name)).kind, "shared");
+    await release(other);
+    await release(rd);
+  });
+
+  test("the queue a blocked head is put back into expires", async () => {
+    const name = fresh();
+    const r1 = await take(name, "R1", "s");
+    await take(name, "R2", "s");
+    const wx = attemptId();
+    await take(name, "W", "x", 30_000, wx, entryOf(wx, "W", "x"));
+    assert.ok(r1.fence);
+    await releaseCall(st, keysOf("redlease", name), { kind: "s", owner: "R1" }); // W put back: R2 holds
+    const ttl = Number(await admin.sendCommand(["PTTL", `redlease:{${name}}:q`]));
+    assert.ok(ttl > 0 && ttl <= 30_000, `queue PTTL ${ttl}`);
+  });
+
+  test("two queued requests of one owner admitted in one run re-enter one hold, counted once", async () => {
+    for (const kind of ["s", "p2"] as const) {
+      const name = fresh();
+      // Held exclusively (shared waiters queue), or both permits taken (permit waiters queue).
+      const holders = kind === "s" ? [["X", "x"]] as const : [["X", "p2"], ["Y", "p2"]] as const;
+      for (const [o, k] of holders) await take(name, o, k);
+      const [e1, e2] = [attemptId(), attemptId()];
+      await take(name, "me", kind, 30_000, e1, entryOf(e1, "me", kind));
+      await take(name, "me", kind, 30_000, e2, entryOf(e2, "me", kind));
+      const e3 = attemptId();
+      await take(name, "other", kind, 30_000, e3, entryOf(e3, "other", kind));
+      assert.equal(await releaseCall(st, keysOf("redlease", name), { kind: holders[0][1], owner: "X" }), "handed-over");
+      const info = await inspect(admin, name);
+      const want = kind === "s" ? [["me", 2], ["other", 1]] : [["Y", 1], ["me", 2]];
+      assert.deepEqual(info.owners.map((o) => [o.owner, o.holds]).sort(), want, kind);
+      assert.equal(info.waiters, kind === "s" ? 0 : 1, `${kind}: what is left queued`);
+    }
+  });
+
+  test("a newcomer that admits the waiters ahead of it joins them when it can", async () => {
+    const name = fresh();
+    await take(name, "X", "x", 300);
+    const w = attemptId();
+    await take(name, "W", "s", 30_000, w, entryOf(w, "W", "s"));
+    await sleep(400); // X expired; W is still queued
+    const mine = await take(name, "N", "s");
+    assert.ok(mine.fence, "the newcomer holds it, beside the waiter it admitted");
+    assert.deepEqual((await inspect(admin, name)).owners.map((o) => o.owner).sort(), ["N", "W"]);
+  });
+});
+

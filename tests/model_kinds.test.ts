@@ -1,0 +1,188 @@
+// Model-based property tests (fast-check) of the two set kinds: random sequences of acquire (waitMs 0), reentrant
+// acquire, release, expiry and forceUnlock by 3 owner strings on 2 clients (6 owners), checked after every step
+// against a reference model and inspect():
+// - shared + exclusive on one name (a read-write lock): never an exclusive holder together with another owner's hold;
+//   a downgrade shares the exclusive fence; an upgrade is refused with LeaseKindError;
+// - permits (n = 1…3): never more than n live holders; a re-entry takes no second permit.
+// Every new hold's fence is above every fence handed out before. Expiry is forced deterministically (a set hold's
+// expiry moved to the past, an exclusive key's TTL to 1 ms). Reproduce a failure with the seed fast-check prints:
+//   MODEL_SEED=<seed> [MODEL_RUNS=<n>] node --import tsx --test tests/model_kinds.test.ts
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import fc from "fast-check";
+import { acquire, forceUnlock, inspect, type Lease, LeaseKindError, LockTimeoutError, release } from "../mod.ts";
+import { type Client, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
+
+const RUNS = Number(process.env.MODEL_RUNS ?? 60);
+const SEED = process.env.MODEL_SEED === undefined ? undefined : Number(process.env.MODEL_SEED);
+const OWNERS = ["owner-0", "owner-1", "owner-2"];
+
+/** A hold in the model: one per (owner, kind). */
+interface HoldModel {
+  count: number;
+  fence: number;
+}
+
+interface Handle {
+  lease: Lease;
+  owner: string; // model owner "<client>/<owner index>"
+  kind: "x" | "s";
+  released: boolean;
+}
+
+type Op =
+  | { op: "acquire"; client: number; owner: number; kind: "x" | "s" | "p"; via: boolean }
+  | { op: "release"; pick: number }
+  | { op: "expire"; pick: number }
+  | { op: "forceUnlock" };
+
+const opArb = (kinds: Array<"x" | "s" | "p">): fc.Arbitrary<Op> =>
+  fc.oneof(
+    { weight: 5, arbitrary: fc.record({ op: fc.constant("acquire" as const), client: fc.nat(1), owner: fc.nat(2), kind: fc.constantFrom(...kinds), via: fc.boolean() }) },
+    { weight: 4, arbitrary: fc.record({ op: fc.constant("release" as const), pick: fc.nat(20) }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("expire" as const), pick: fc.nat(20) }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("forceUnlock" as const) }) },
+  );
+
+let srv: RedisServer;
+let clients: Client[];
+let admin: Client;
+
+describe(`model of shared leases and permits (${runtimeName()})`, () => {
+  before(async () => {
+    srv = await startRedis();
+    clients = [await srv.client(), await srv.client()];
+    admin = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  /** Runs `ops` on a fresh name; `n` permits for "p" acquires. */
+  async function runOps(ops: Op[], n: number): Promise<void> {
+    const name = `model-kinds-${runtimeName()}-${Math.random().toString(36).slice(2, 10)}`;
+    const key = `redlease:{${name}}`;
+    let exclusive = null as (HoldModel & { owner: string }) | null;
+    const set = new Map<string, HoldModel>(); // shared holds or permits, by model owner
+    const redisOwner = new Map<string, string>();
+    let maxFence = 0;
+    const handles: Handle[] = [];
+    const live = (h: Handle) =>
+      !h.released && (h.kind === "x" ? exclusive?.owner === h.owner && exclusive.fence === h.lease.fence
+        : set.get(h.owner)?.fence === h.lease.fence);
+    try {
+      for (const [i, o] of ops.entries()) {
+        const step: string = `step ${i} ${JSON.stringify(o)}; model ${JSON.stringify({ exclusive, set: [...set] })}`;
+        if (o.op === "acquire") {
+          let who = `${o.client}/${o.owner}`;
+          let owner: string | Lease = OWNERS[o.owner];
+          const mine = handles.filter((h) => h.owner.endsWith(`/${o.owner}`));
+          if (o.via && mine.length > 0) {
+            const h = mine[mine.length - 1];
+            owner = h.lease;
+            who = h.owner;
+          }
+          const kind = o.kind === "p" ? "s" : o.kind; // permits live in the set, like shared holds
+          const options = o.kind === "x" ? {} : o.kind === "s" ? { shared: true } : { permits: n };
+          const got = await acquire(clients[o.client], name, { ...options, owner, waitMs: 0, leaseMs: 60_000 })
+            .then((l) => l, (e: unknown) => e);
+          // The model's prediction.
+          let expect: "grant" | "timeout" | "upgrade", fence: number | undefined;
+          if (kind === "x") {
+            if (exclusive) [expect, fence] = exclusive.owner === who ? ["grant", exclusive.fence] : ["timeout", undefined];
+            else if (set.size > 0) expect = set.has(who) ? "upgrade" : "timeout";
+            else expect = "grant";
+          } else if (o.kind === "s") {
+            if (exclusive && exclusive.owner !== who) expect = "timeout";
+            else if (set.has(who)) [expect, fence] = ["grant", set.get(who)!.fence];
+            else if (exclusive) [expect, fence] = ["grant", exclusive.fence];
+            else expect = "grant";
+          } else {
+            if (set.has(who)) [expect, fence] = ["grant", set.get(who)!.fence];
+            else expect = set.size < n ? "grant" : "timeout";
+          }
+          if (expect === "timeout") assert.ok(got instanceof LockTimeoutError, `${step}: expected busy, got ${String(got)}`);
+          else if (expect === "upgrade") {
+            assert.ok(got instanceof LeaseKindError && got.why === "upgrade", `${step}: expected upgrade, got ${String(got)}`);
+          } else {
+            assert.ok(!(got instanceof Error), `${step}: expected a lease, got ${String(got)}`);
+            const lease = got as Lease;
+            if (fence !== undefined) assert.equal(lease.fence, fence, `${step}: re-entry keeps the fence`);
+            else {
+              assert.ok(lease.fence > maxFence, `${step}: a new hold's fence ${lease.fence} is above ${maxFence}`);
+              maxFence = lease.fence;
+            }
+            redisOwner.set(who, lease.owner);
+            handles.push({ lease, owner: who, kind, released: false });
+            if (kind === "x") exclusive = { owner: who, count: (exclusive?.count ?? 0) + 1, fence: lease.fence };
+            else set.set(who, { count: (set.get(who)?.count ?? 0) + 1, fence: lease.fence });
+          }
+        } else if (o.op === "release") {
+          if (handles.length === 0) continue;
+          const h = handles[o.pick % handles.length];
+          const wasLive = live(h);
+          const r = await release(h.lease);
+          assert.equal(r, wasLive, `${step}: release() of ${h.owner}'s ${h.kind} hold`);
+          if (wasLive) {
+            const hold = h.kind === "x" ? exclusive! : set.get(h.owner)!;
+            if (--hold.count === 0) h.kind === "x" ? (exclusive = null) : set.delete(h.owner);
+          }
+          h.released = true;
+        } else if (o.op === "expire") {
+          // Expire one live hold behind its holder's back (an exclusive one only when nobody holds the set).
+          const owners = [...set.keys()];
+          if (owners.length > 0) {
+            const who = owners[o.pick % owners.length];
+            await admin.sendCommand(["ZADD", `${key}:s`, "XX", "1", redisOwner.get(who)!]);
+            set.delete(who);
+          } else if (exclusive) {
+            await admin.pExpire(key, 1);
+            await sleep(5);
+            exclusive = null;
+          }
+        } else {
+          const held: boolean = exclusive !== null || set.size > 0;
+          assert.equal(await forceUnlock(admin, name), held, step);
+          exclusive = null;
+          set.clear();
+        }
+        // inspect() agrees, and the safety properties hold.
+        const info = await inspect(admin, name);
+        const seen = info.owners.map((x) => `${x.owner}|${x.holds}|${x.kind}`).sort();
+        const want: string[] = [
+          ...(exclusive ? [`${redisOwner.get(exclusive.owner)}|${exclusive.count}|exclusive`] : []),
+          ...[...set].map(([w, hm]) => `${redisOwner.get(w)}|${hm.count}|${n > 0 ? "permit" : "shared"}`),
+        ].sort();
+        assert.deepEqual(seen, want, `${step}: inspect ${JSON.stringify(info)}`);
+        const exclusiveHolders = info.owners.filter((x) => x.kind === "exclusive");
+        if (exclusiveHolders.length > 0) {
+          assert.ok(info.owners.every((x) => x.owner === exclusiveHolders[0].owner), `${step}: an exclusive holder with others`);
+        }
+        if (n > 0) assert.ok(info.owners.length <= n, `${step}: more than ${n} permits live`);
+      }
+    } finally {
+      await Promise.allSettled(handles.map((h) => release(h.lease)));
+      await admin.del([key, `${key}:q`, `${key}:s`, `${key}:d`]);
+    }
+  }
+
+  async function check(kinds: Array<"x" | "s" | "p">, n: number): Promise<void> {
+    const property = fc.asyncProperty(fc.array(opArb(kinds), { minLength: 1, maxLength: 30 }), (ops) => runOps(ops, n));
+    try {
+      await fc.assert(property, { numRuns: RUNS, seed: SEED });
+    } catch (e) {
+      const cause = (e as { cause?: unknown }).cause;
+      throw new Error(`${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`);
+    }
+  }
+
+  test(`shared and exclusive holds by 6 owners match the model; never an exclusive holder with another (${RUNS} runs)`, async () => {
+    await check(["x", "s"], 0);
+  });
+
+  for (const n of [1, 3]) {
+    test(`${n} permits by 6 owners match the model; never more than ${n} live (${RUNS} runs)`, async () => {
+      await check(["p"], n);
+    });
+  }
+});
