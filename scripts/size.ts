@@ -22,9 +22,10 @@ const CORE = "mod";
 // client (+0.8 KB, and +0.07 KB for what its review found: same-client resume checks, driver throws); raised to
 // 14 KB for shared leases and permits (11,313 → 14,100 B: +2.7 KB, nearly all Lua — the admission of every kind
 // inlined where room can free, the holder set, and the acquire, release and extend scripts of set holds — plus
-// LeaseKindError and inspect() per kind; 0.3 KB of it is what their review found). Each further kind of lease
-// moves it by what it measurably adds, said here.
-const CORE_BUDGET_GZIP = 14_336;
+// LeaseKindError and inspect() per kind; 0.3 KB of it is what their review found); raised to 15 KB for leases over
+// several names (14,100 → 15,294 B: +1.2 KB — the all-at-once script, the group handle, ordered acquisition, and
+// release/extend/withLock over a group). Each further kind of lease moves it by what it measurably adds, said here.
+const CORE_BUDGET_GZIP = 15_360;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 

@@ -10,6 +10,7 @@ import {
   type RedisLike,
   stateOf,
 } from "./_client.ts";
+import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
   type Acquired,
@@ -25,14 +26,14 @@ import {
   releaseCall,
 } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
-import { fail, type Resolved } from "./_validate.ts";
+import { checkNames, fail, type Resolved, resolveAcquire } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
 import { LeaseKindError, LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
-import type { Lease } from "./lease.ts";
+import type { AcquireOptions, Lease } from "./lease.ts";
 
 /** The owner string of a Lease handle from this library. */
 export function ownerOf(lease: Lease): string | undefined {
-  return lease instanceof LeaseImpl ? lease.owner : undefined;
+  return lease instanceof LeaseImpl || lease instanceof LeaseGroup ? lease.owner : undefined;
 }
 
 export function checkClient(op: string, client: unknown): asserts client is RedisLike {
@@ -60,7 +61,7 @@ export interface Redlock {
   readonly [REDLOCK]: (o: Resolved) => Promise<LeaseImpl>;
 }
 
-function isRedlock(c: unknown): c is Redlock {
+export function isRedlock(c: unknown): c is Redlock {
   return typeof (c as Redlock | undefined)?.[REDLOCK] === "function";
 }
 
@@ -73,8 +74,17 @@ export function checkClients(op: string, client: unknown): asserts client is Red
   checkClient(op, client);
 }
 
-export function checkLease(op: string, lease: unknown): asserts lease is LeaseImpl {
-  if (!(lease instanceof LeaseImpl)) fail(op, "lease", "must be a Lease returned by acquire()", lease);
+export function checkLease(op: string, lease: unknown): asserts lease is LeaseImpl | LeaseGroup {
+  if (!(lease instanceof LeaseImpl) && !(lease instanceof LeaseGroup)) {
+    fail(op, "lease", "must be a Lease returned by acquire()", lease);
+  }
+}
+
+/** acquire() of several names (on one client only: a Redlock group is refused before any command). */
+export function resolveNames(op: string, client: RedisLike | Redlock, names: readonly unknown[], options: unknown) {
+  checkNames(op, names);
+  if (isRedlock(client)) fail(op, "name", "must be one name with Redlock (several names are not supported there)", names);
+  return resolveAcquire(op, names[0], options as AcquireOptions | undefined, ownerOf);
 }
 
 /** acquire() on one client, or by Redlock for a group. */

@@ -240,6 +240,12 @@ export class LeaseImpl implements Lease {
 
   constructor(readonly hold: Hold, readonly name: string, readonly owner: string, readonly fence: number) {}
 
+  get names(): readonly string[] {
+    return [this.name];
+  }
+  get fences(): readonly number[] {
+    return [this.fence];
+  }
   get kind(): LeaseKind {
     const k = this.hold.kind;
     return k === "x" ? "exclusive" : k === "s" ? "shared" : "permit";

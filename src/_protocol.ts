@@ -5,6 +5,7 @@ import type { Target } from "./_hold.ts";
 import type { Resolved } from "./_validate.ts";
 import {
   acquire as ACQUIRE,
+  acquireAll as ACQUIRE_ALL,
   acquireSet as ACQUIRE_SET,
   extend as EXTEND,
   extendSet as EXTEND_SET,
@@ -199,6 +200,21 @@ export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bo
   if (a.kind === "x") return st.run(ACQUIRE, k, args, bound, acquired);
   args.push(a.kind);
   return st.run(ACQUIRE_SET, k, args, bound, acquired);
+}
+
+/**
+ * Take every lease of `keys` exclusively at once if all are free, else none (one server only: the keys of several
+ * names are in several cluster slots). The fences in order, or the 1-based index of the first name not free.
+ */
+export async function acquireAllCall(
+  st: ClientState,
+  keys: readonly LeaseKeys[],
+  a: AcquireArgs,
+  bound?: Bound,
+): Promise<number[] | number> {
+  const k = keys.flatMap((x) => [x.hash, x.queue, x.holders, x.holderRecords]);
+  const r = await st.run(ACQUIRE_ALL, k, [a.owner, String(a.ms), a.attempt], bound);
+  return Array.isArray(r) ? r.map(Number) : Number(r);
 }
 
 /**

@@ -30,6 +30,18 @@ export function checkName(op: string, name: unknown): asserts name is string {
   }
 }
 
+/** The most names one lease may cover. */
+export const MAX_NAMES = 64;
+
+/** The names of a lease over several names: 1 to MAX_NAMES distinct valid names. */
+export function checkNames(op: string, names: readonly unknown[]): asserts names is readonly string[] {
+  if (names.length === 0 || names.length > MAX_NAMES) {
+    fail(op, "names", `must hold 1 to ${MAX_NAMES} names`, names, RangeError);
+  }
+  for (const n of names) checkName(op, n);
+  if (new Set(names).size !== names.length) fail(op, "names", "must not repeat a name", names, RangeError);
+}
+
 export function checkPrefix(op: string, options: KeyOptions | undefined): string {
   if (options !== undefined && (typeof options !== "object" || options === null)) {
     fail(op, "options", "must be an object", options);

@@ -1,5 +1,6 @@
 import type { RedisLike } from "./_client.ts";
-import { acquireAny, checkClients, ownerOf, type Redlock } from "./_acquire.ts";
+import { acquireAny, checkClients, ownerOf, type Redlock, resolveNames } from "./_acquire.ts";
+import { acquireNames } from "./_acquire_names.ts";
 import { resolveAcquire } from "./_validate.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 
@@ -22,7 +23,12 @@ export type { Driver } from "./driver.ts";
  *
  * @param client A connected node-redis client (v4 or v5: standalone, cluster or sentinel) or a {@linkcode Driver};
  *   or a group of independent masters made by `redlock()` from `redlease/redlock` (see README, "Redlock").
- * @param name The lease name; any non-empty string up to 1024 characters.
+ * @param name The lease name; any non-empty string up to 1024 characters. Or several names (1 to 64, distinct): one
+ *   lease over all of them, all or nothing, never deadlocking against another acquire of overlapping names; each
+ *   name keeps its own fence (`lease.fences`), and the loss of any aborts `lease.signal`. On one server an
+ *   uncontended acquire takes them all in one script call; contended (or on a Cluster, where names are in
+ *   different slots), they are taken one by one in name order, each waiting in its own queue (see README,
+ *   "Several names at once"). Not with Redlock.
  * @param options See {@linkcode AcquireOptions}.
  * @returns The held {@linkcode Lease}.
  * @throws {LockTimeoutError} when `waitMs` runs out (or with `waitMs: 0`, when the lease is held).
@@ -45,6 +51,12 @@ export type { Driver } from "./driver.ts";
  * await client.quit();
  * ```
  *
+ * @example One lease over two accounts, for a transfer
+ * ```ts
+ * await using both = await acquire(client, ["account:1", "account:2"]);
+ * await transfer({ fences: both.fences, signal: both.signal });
+ * ```
+ *
  * @example Try once, with a fixed 2 s lease and no renewal
  * ```ts
  * const lease = await acquire(client, "cron:cleanup", { waitMs: 0, leaseMs: 2_000 });
@@ -52,12 +64,13 @@ export type { Driver } from "./driver.ts";
  */
 export function acquire(
   client: RedisLike | Redlock,
-  name: string,
+  name: string | readonly string[],
   options?: AcquireOptions,
 ): Promise<Lease> {
   try {
     checkClients("acquire lease", client);
-    return acquireAny(client, resolveAcquire("acquire lease", name, options, ownerOf));
+    if (Array.isArray(name)) return acquireNames(client as RedisLike, name, resolveNames("acquire lease", client, name, options));
+    return acquireAny(client, resolveAcquire("acquire lease", name as string, options, ownerOf));
   } catch (e) {
     return Promise.reject(e);
   }

@@ -2,12 +2,13 @@ import { MIN_CALL_MS } from "./_hold.ts";
 import { checkCallOptions, checkLeaseMs } from "./_validate.ts";
 import type { CallOptions, Lease } from "./lease.ts";
 import { checkLease } from "./_acquire.ts";
+import { LeaseGroup } from "./_group.ts";
 
 /**
  * Reset a held lease's TTL to `leaseMs`, if this owner still holds it. Affects every reentrant hold of the same
  * owner (they share one key). In watchdog mode the next renewal sets the TTL back to `watchdogMs`.
  *
- * @param lease A lease from {@linkcode acquire}.
+ * @param lease A lease from {@linkcode acquire}; over several names, each name's hold is extended (`true` when all were).
  * @param leaseMs The new TTL in ms, integer from 1 to 2147483647. Defaults to the lease's own `leaseMs` (or
  *   `watchdogMs` in watchdog mode).
  * @param options `timeoutMs`: how long to wait for Redis; by default the lease's remaining time, at least 250 ms.
@@ -28,6 +29,13 @@ import { checkLease } from "./_acquire.ts";
  */
 export async function extend(lease: Lease, leaseMs?: number, options?: CallOptions): Promise<boolean> {
   checkLease("extend lease", lease);
+  if (lease instanceof LeaseGroup) {
+    // Every name's hold (checked first, so that a bad argument sends nothing): true when every one was extended.
+    if (leaseMs !== undefined) checkLeaseMs("extend lease", leaseMs);
+    checkCallOptions("extend lease", options);
+    if (lease.releasing || lease.endedWith !== undefined) return false;
+    return (await Promise.all(lease.parts.map((p) => extend(p, leaseMs, options)))).every(Boolean);
+  }
   const hold = lease.hold;
   const ms = leaseMs === undefined ? hold.ms : checkLeaseMs("extend lease", leaseMs);
   const timeoutMs = checkCallOptions("extend lease", options);

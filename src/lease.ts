@@ -11,8 +11,12 @@
  * ```
  */
 export interface Lease extends AsyncDisposable {
-  /** The lease name passed to `acquire`. */
+  /** The lease name passed to `acquire` (for several names, they joined by ", "). */
   readonly name: string;
+  /** The names this lease holds: `[name]`, or the several names passed to `acquire`, in that order. */
+  readonly names: readonly string[];
+  /** Each name's fence, in the order of `names` (every name keeps its own; `fence` is the first). */
+  readonly fences: readonly number[];
   /**
    * How this hold shares the lease: "exclusive" (the default), "shared" (`shared: true`) or "permit" (one of the
    * `permits` of the lease).

@@ -1,4 +1,6 @@
-import { acquireAny, checkClients, ownerOf, type Redlock } from "./_acquire.ts";
+import { acquireAny, checkClients, ownerOf, type Redlock, resolveNames } from "./_acquire.ts";
+import { acquireNames } from "./_acquire_names.ts";
+import { LeaseGroup } from "./_group.ts";
 import type { RedisLike } from "./_client.ts";
 import { releaseHandle } from "./_hold.ts";
 import { fail, resolveAcquire } from "./_validate.ts";
@@ -15,7 +17,7 @@ import type { AcquireOptions, Lease } from "./lease.ts";
  * did. If the release command itself fails, it rejects with that error (the lease then expires on its own).
  *
  * @param client A client as for {@linkcode acquire} (one, or a Redlock group from `redlease/redlock`).
- * @param name The lease name.
+ * @param name The lease name, or several names: one lease over all of them (see {@linkcode acquire}).
  * @param fn The critical section.
  * @param options See {@linkcode AcquireOptions}.
  * @returns What `fn` returned.
@@ -32,14 +34,15 @@ import type { AcquireOptions, Lease } from "./lease.ts";
  */
 export async function withLock<T>(
   client: RedisLike | Redlock,
-  name: string,
+  name: string | readonly string[],
   fn: (signal: AbortSignal, lease: Lease) => T | PromiseLike<T>,
   options?: AcquireOptions,
 ): Promise<T> {
   checkClients("run withLock", client);
-  const o = resolveAcquire("run withLock", name, options, ownerOf);
+  const names = Array.isArray(name) ? name : undefined;
+  const o = names ? resolveNames("run withLock", client, names, options) : resolveAcquire("run withLock", name, options, ownerOf);
   if (typeof fn !== "function") fail("run withLock", "fn", "must be a function", fn);
-  const lease = await acquireAny(client, o);
+  const lease = names ? await acquireNames(client as RedisLike, names, o) : await acquireAny(client, o);
   let value: T | undefined;
   let failed = false;
   let error: unknown;
@@ -55,7 +58,8 @@ export async function withLock<T>(
   try {
     // A release that finds the lease gone means it was lost while fn ran (expired, force-unlocked, evicted)
     // without the holder having been told yet: that is a loss too, never a silent success.
-    if (!await releaseHandle(lease) && !(lost instanceof LeaseLostError)) lost = new LeaseLostError(lease.name, "not-held");
+    const released = lease instanceof LeaseGroup ? await lease.release() : await releaseHandle(lease);
+    if (!released && !(lost instanceof LeaseLostError)) lost = new LeaseLostError(lease.name, "not-held");
   } catch (e) {
     releaseFailed = true;
     releaseError = e;

@@ -483,6 +483,22 @@ export function contract(ad: AdapterCase): void {
       assert.equal((await inspect(admin, name)).held, false);
     });
 
+    test(`${n}: one lease over several names, all or nothing, waiting for a busy one`, async () => {
+      const [x, y] = [fresh(), fresh()];
+      const lease = await acquire(a, [x, y], { waitMs: 0 });
+      assert.deepEqual(lease.names, [x, y]);
+      assert.equal((await inspect(admin, y)).owners[0]?.owner, lease.owner);
+      await assert.rejects(acquire(b, [y, x], { waitMs: 0 }), LockTimeoutError);
+      assert.equal((await inspect(admin, x)).owners.length, 1, "nothing of the failed acquire is kept");
+      const waiting = acquire(b, [y, x], { waitMs: 10_000 });
+      await sleep(100);
+      await release(lease);
+      const next = await waiting;
+      assert.ok(next.fences[0] > lease.fences[1] && next.fences[1] > lease.fences[0]);
+      await release(next);
+      assert.equal((await inspect(admin, x)).held, false);
+    });
+
     test(`${n}: acquire() fences strictly increase across clients`, async () => {
       const name = fresh();
       const fences: number[] = [];

@@ -1,0 +1,78 @@
+// A lease over several names: one handle on one hold per name (each with its own fence, renewal and deadline),
+// released, extended and lost together. Its signal aborts when any of its holds is lost.
+import { type LeaseImpl, releaseHandle } from "./_hold.ts";
+import type { Lease, LeaseKind } from "./lease.ts";
+
+/** The abort reason of a released group: one shared instance. */
+let released: DOMException | undefined;
+
+export class LeaseGroup implements Lease {
+  #controller: AbortController | undefined;
+  #ended: unknown;
+  /** Set once release() has started. */
+  releasing: Promise<boolean> | undefined;
+  readonly name: string;
+
+  /** `parts` in the caller's order of names; every part is live and has the same owner. */
+  constructor(readonly parts: readonly LeaseImpl[]) {
+    this.name = parts.map((p) => p.name).join(", ");
+    const onLost = (p: LeaseImpl) => () => this.end(p.signal.reason);
+    for (const p of parts) p.signal.addEventListener("abort", onLost(p), { once: true });
+  }
+
+  get names(): readonly string[] {
+    return this.parts.map((p) => p.name);
+  }
+  get fences(): readonly number[] {
+    return this.parts.map((p) => p.fence);
+  }
+  /** The first name's fence (each name has its own: see `fences`). */
+  get fence(): number {
+    return this.parts[0].fence;
+  }
+  get owner(): string {
+    return this.parts[0].owner;
+  }
+  get kind(): LeaseKind {
+    return this.parts[0].kind;
+  }
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#ended !== undefined) this.#controller.abort(this.#ended);
+    }
+    return this.#controller.signal;
+  }
+  /** Whether the group has ended, and why (undefined while live). */
+  get endedWith(): unknown {
+    return this.#ended;
+  }
+  get expiresAt(): number {
+    return Math.min(...this.parts.map((p) => p.expiresAt));
+  }
+  get remainingMs(): number {
+    return Math.max(0, this.expiresAt - performance.now());
+  }
+  get token(): string {
+    throw new TypeError(`Cannot make a token for lease '${this.name}': a lease over several names cannot be resumed elsewhere`);
+  }
+
+  /** End the group: abort its signal with `reason` (first call wins). */
+  end(reason: unknown): void {
+    if (this.#ended !== undefined) return;
+    this.#ended = reason;
+    this.#controller?.abort(reason);
+  }
+
+  /** Release every part (idempotent): true when every one was still held. */
+  release(timeoutMs?: number): Promise<boolean> {
+    if (this.releasing) return this.releasing;
+    this.releasing = Promise.all(this.parts.map((p) => releaseHandle(p, timeoutMs))).then((r) => r.every(Boolean));
+    this.end(released ??= new DOMException("Lease released", "AbortError"));
+    return this.releasing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release();
+  }
+}

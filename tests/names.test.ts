@@ -1,0 +1,142 @@
+// acquire() over several names: one lease over all of them, all or nothing, one script call when uncontended on one
+// server, never deadlocking against another acquire of overlapping names, each name with its own fence, and a
+// signal that aborts when any name is lost. Two clients stand for two processes.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { createClient } from "redis";
+import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, withLock } from "../mod.ts";
+import { redlock } from "../src/redlock.ts";
+import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+
+let srv: RedisServer;
+let a: Client;
+let b: Client;
+let admin: Client;
+let n = 0;
+const fresh = () => `names-test-${++n}-${Math.random().toString(36).slice(2)}`;
+const closed = () => createClient({ url: "redis://127.0.0.1:1" }) as unknown as Client;
+
+function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown> {
+  if (signal.aborted) return Promise.resolve(signal.reason);
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve("timeout"), ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      resolve(signal.reason);
+    }, { once: true });
+  });
+}
+
+async function evalshaCalls(): Promise<number> {
+  const info = await admin.info("commandstats");
+  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0);
+}
+
+describe("several names at once", () => {
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+    admin = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("one lease over all names, each with its own fence, in one script call when they are free", async () => {
+    const [x, y, z] = [fresh(), fresh(), fresh()];
+    await release(await acquire(a, [x, y])); // the script is loaded
+    const before = await evalshaCalls();
+    const lease = await acquire(a, [z, x, y]);
+    assert.equal(await evalshaCalls() - before, 1, "one EVALSHA took all three");
+    assert.deepEqual(lease.names, [z, x, y]);
+    assert.equal(lease.fences.length, 3);
+    assert.equal(lease.fence, lease.fences[0]);
+    for (const [i, name] of lease.names.entries()) {
+      const info = await inspect(admin, name);
+      assert.deepEqual(info.owners.map((o) => o.owner), [lease.owner]);
+      assert.equal(info.fence, lease.fences[i]);
+    }
+    await assert.rejects(acquire(b, x, { waitMs: 0 }), LockTimeoutError);
+    assert.equal(await release(lease), true);
+    for (const name of [x, y, z]) assert.equal((await inspect(admin, name)).held, false);
+    assert.equal(await release(lease), false, "released once");
+  });
+
+  test("all or nothing: a busy name fails the acquire and leaves the others untaken", async () => {
+    const [x, y] = [fresh(), fresh()];
+    const other = await acquire(b, y);
+    await assert.rejects(acquire(a, [x, y], { waitMs: 0 }), LockTimeoutError);
+    assert.equal((await inspect(admin, x)).held, false, "x was not kept");
+    const waited = acquire(a, [x, y], { waitMs: 300 });
+    await assert.rejects(waited, LockTimeoutError);
+    assert.equal((await inspect(admin, x)).held, false, "x was given back when the wait ran out");
+    assert.equal((await inspect(admin, x)).waiters + (await inspect(admin, y)).waiters, 0);
+    await release(other);
+  });
+
+  test("a waiting acquire gets every name once the holder releases; fences increase per name", async () => {
+    const [x, y] = [fresh(), fresh()];
+    const holder = await acquire(b, [y, x]);
+    const t0 = performance.now();
+    const waiting = acquire(a, [x, y], { waitMs: 5_000 });
+    await sleep(150);
+    await release(holder);
+    const got = await waiting;
+    assert.ok(performance.now() - t0 < 2_000);
+    assert.ok(got.fences[0] > holder.fences[1] && got.fences[1] > holder.fences[0]);
+    await release(got);
+  });
+
+  test("acquires of overlapping names in opposite orders never deadlock, and never overlap", async () => {
+    const [x, y, z] = [fresh(), fresh(), fresh()];
+    let inside = 0;
+    let overlaps = 0;
+    const worker = async (client: Client, names: string[]) => {
+      for (let i = 0; i < 15; i++) {
+        await withLock(client, names, async () => {
+          if (++inside > 1) overlaps++;
+          await sleep(2);
+          inside--;
+        }, { waitMs: 20_000 });
+      }
+    };
+    await Promise.all([worker(a, [x, y, z]), worker(b, [z, y, x]), worker(a, [y, x]), worker(b, [z, x])]);
+    assert.equal(overlaps, 0);
+  });
+
+  test("the loss of any name aborts the lease's signal; release then reports it", async () => {
+    const [x, y] = [fresh(), fresh()];
+    const lease = await acquire(a, [x, y], { watchdogMs: 300 });
+    assert.equal(await extend(lease, 5_000), true, "extend() extends every name");
+    assert.equal(await forceUnlock(admin, y), true);
+    assert.equal(await extend(lease), false);
+    const reason = await abortedWithin(lease.signal, 2_000);
+    assert.ok(reason instanceof LeaseLostError, String(reason));
+    assert.equal(reason.lockName, y);
+    assert.equal(await release(lease), false, "not every name was still held");
+    assert.equal((await inspect(admin, x)).held, false, "the other name is released");
+  });
+
+  test("re-entry with the lease as owner re-enters every name; a token is refused", async () => {
+    const [x, y] = [fresh(), fresh()];
+    const lease = await acquire(a, [x, y]);
+    const again = await acquire(a, [y, x], { owner: lease, waitMs: 0 });
+    assert.deepEqual(again.fences, [lease.fences[1], lease.fences[0]]);
+    assert.deepEqual((await inspect(admin, x)).owners.map((o) => o.holds), [2]);
+    assert.throws(() => lease.token, TypeError);
+    await release(again);
+    await release(lease);
+    assert.equal((await inspect(admin, y)).held, false);
+  });
+
+  test("bad names are rejected before any Redis command; Redlock refuses several names", async () => {
+    await assert.rejects(acquire(closed(), []), RangeError);
+    await assert.rejects(acquire(closed(), ["a", "a"]), RangeError);
+    await assert.rejects(acquire(closed(), ["a", ""]), RangeError);
+    await assert.rejects(acquire(closed(), ["a", 3 as unknown as string]), TypeError);
+    await assert.rejects(acquire(closed(), Array.from({ length: 65 }, (_, i) => `n${i}`)), RangeError);
+    await assert.rejects(acquire(redlock([closed(), closed(), closed()]), ["a", "b"]), TypeError);
+    await assert.rejects(withLock(closed(), [], () => 1), RangeError);
+  });
+});
