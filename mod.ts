@@ -19,10 +19,13 @@
  * @module
  */
 export * from "./src/acquire.ts";
+export * from "./src/campaign.ts";
 export * from "./src/errors.ts";
 export * from "./src/extend.ts";
 export * from "./src/force_unlock.ts";
 export * from "./src/inspect.ts";
+export * from "./src/observe.ts";
+export * from "./src/proclaim.ts";
 export * from "./src/release.ts";
 export * from "./src/resume.ts";
 export * from "./src/with_lock.ts";

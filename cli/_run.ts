@@ -3,8 +3,8 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { constants } from "node:os";
 import process from "node:process";
-import { acquire, type Lease, LeaseKindError, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
-import { flag, formatMs, GLOBAL_OPTIONS, parseArgs, parseDuration, value } from "./_args.ts";
+import { acquire, campaign, type Lease, LeaseKindError, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
+import { flag, formatMs, GLOBAL_OPTIONS, type OptionSpec, parseArgs, parseDuration, value } from "./_args.ts";
 import {
   checkName,
   checkPrefix,
@@ -65,6 +65,31 @@ Examples:
   redlease run --lease 5m --fixed migrate -- npm run migrate    # stop the migration after 5 minutes
   redlease run --permits 4 upstream:geo -- ./fetch.sh           # at most 4 of these at once, on any host
   redlease run --shared schema -- ./read-report.sh              # many readers; \`redlease run schema\` excludes them
+
+${EXIT_CODES_HELP}
+`;
+
+export const ELECT_HELP = `Usage: redlease elect NAME [options] [--] CMD [ARGS…]
+
+Campaign in the election NAME, and once elected run CMD while leading: a singleton (a scheduler, a
+compactor) that runs on one host at a time, with another host taking over when it stops. Candidates wait
+first come, first served (by default forever: --wait inf); when the leader's CMD exits (it resigns) or its
+host dies (its lease's TTL, --lease), the next candidate is elected. CMD gets the variables of
+'redlease run'; REDLEASE_FENCE is the term, strictly greater than every earlier term: pass it with every
+write so that a deposed leader's late writes are rejected. Observers ('redlease observe NAME', observe() in
+the library) see every change. Loss of the leadership stops CMD as 'run' stops it (exit code 4).
+
+Options:
+  --lease DURATION  leadership TTL, renewed every third of it while CMD runs (default 30s)
+  --fixed           no renewal: the leadership ends after --lease, and CMD is stopped then
+  --wait DURATION   how long to campaign (default inf; 0 = only if nobody leads, else exit code 3)
+  --grace DURATION  time between SIGTERM and SIGKILL after the leadership is lost (default 10s)
+  --url URL         Redis URL (default: $REDIS_URL, else redis://localhost:6379)
+  --prefix PREFIX   key prefix (default: redlease)
+  -h, --help        show this help
+
+Example:
+  redlease elect scheduler -- node scheduler.js     # on every host; one runs it at a time
 
 ${EXIT_CODES_HELP}
 `;
@@ -151,25 +176,35 @@ interface ChildResult {
   readonly error?: Error;
 }
 
-export async function run(argv: readonly string[]): Promise<number> {
+export function run(argv: readonly string[]): Promise<number> {
+  return runUnder("run", argv);
+}
+
+/** `redlease elect NAME -- CMD`: run CMD while leading the election NAME (campaigning until elected). */
+export function elect(argv: readonly string[]): Promise<number> {
+  return runUnder("elect", argv);
+}
+
+async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<number> {
+  const kinds: OptionSpec = cmd === "run" ? { shared: "flag", permits: "value" } : {};
   const p = parseArgs(
-    "run",
+    cmd,
     argv,
-    { ...GLOBAL_OPTIONS, lease: "value", fixed: "flag", wait: "value", grace: "value", shared: "flag", permits: "value" },
+    { ...GLOBAL_OPTIONS, lease: "value", fixed: "flag", wait: "value", grace: "value", ...kinds },
     1,
   );
   if (flag(p, "help")) {
-    await write("stdout", RUN_HELP);
+    await write("stdout", cmd === "run" ? RUN_HELP : ELECT_HELP);
     return EXIT.OK;
   }
-  const name = checkName("run", p.positionals[0]);
-  if (p.command.length === 0) throw usage("run", "missing the command to run: redlease run NAME -- CMD [ARGS…]");
+  const name = checkName(cmd, p.positionals[0]);
+  if (p.command.length === 0) throw usage(cmd, `missing the command to run: redlease ${cmd} NAME -- CMD [ARGS…]`);
   const fixed = flag(p, "fixed");
-  const leaseMs = parseDuration("run", "lease", value(p, "lease") ?? "30s", { min: fixed ? 1 : 30 });
-  const waitMs = parseDuration("run", "wait", value(p, "wait") ?? "10s", { min: 0, infinite: true });
-  const graceMs = parseDuration("run", "grace", value(p, "grace") ?? "10s", { min: 0 });
-  const prefix = checkPrefix("run", value(p, "prefix"));
-  const url = resolveUrl("run", value(p, "url"));
+  const leaseMs = parseDuration(cmd, "lease", value(p, "lease") ?? "30s", { min: fixed ? 1 : 30 });
+  const waitMs = parseDuration(cmd, "wait", value(p, "wait") ?? (cmd === "run" ? "10s" : "inf"), { min: 0, infinite: true });
+  const graceMs = parseDuration(cmd, "grace", value(p, "grace") ?? "10s", { min: 0 });
+  const prefix = checkPrefix(cmd, value(p, "prefix"));
+  const url = resolveUrl(cmd, value(p, "url"));
   const shared = flag(p, "shared");
   const permitsText = value(p, "permits");
   let permits: number | undefined;
@@ -216,6 +251,13 @@ export async function run(argv: readonly string[]): Promise<number> {
     try {
       lease = token !== undefined
         ? await resume(client, token, { watchdogMs: Math.max(30, leaseMs), signal: waiting.signal })
+        : cmd === "elect"
+        ? await campaign(client, name, {
+          ...(fixed ? { leaseMs } : { watchdogMs: leaseMs }),
+          waitMs,
+          signal: waiting.signal,
+          prefix,
+        })
         : await acquire(client, name, {
           ...(fixed ? { leaseMs } : { watchdogMs: leaseMs }),
           waitMs,

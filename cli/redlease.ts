@@ -3,6 +3,8 @@
  * The `redlease` command line: run a command under a lease, list leases, force-unlock a stuck one.
  *
  *   redlease run NAME [--lease 30s] [--wait 10s] [--url redis://…] -- CMD ARGS…
+ *   redlease elect NAME [--lease 30s] [--wait inf] -- CMD ARGS…
+ *   redlease observe NAME [--json] [--count N]
  *   redlease inspect [PATTERN] [--json]
  *   redlease unlock NAME --force
  *
@@ -17,13 +19,16 @@ import process from "node:process";
 import { flag, GLOBAL_OPTIONS, type OptionSpec, parseArgs } from "./_args.ts";
 import { CliError, describeError, EXIT, EXIT_CODES_HELP, say, usage, write } from "./_common.ts";
 import { INSPECT_HELP, inspectCommand } from "./_inspect.ts";
-import { run, RUN_HELP } from "./_run.ts";
+import { OBSERVE_HELP, observeCommand } from "./_observe.ts";
+import { elect, ELECT_HELP, run, RUN_HELP } from "./_run.ts";
 import { UNLOCK_HELP, unlockCommand } from "./_unlock.ts";
 
 const HELP = `redlease: distributed leases (locks) on Redis, from the command line
 
 Usage:
   redlease run NAME [options] [--] CMD [ARGS…]  run CMD while holding the lease NAME, renewing it
+  redlease elect NAME [options] [--] CMD [ARGS…] run CMD while leading the election NAME (a singleton)
+  redlease observe NAME [options]               print an election's leader, then every change
   redlease inspect [PATTERN] [options]          list held leases whose names match PATTERN (default *)
   redlease unlock NAME --force [options]        remove every hold of a stuck lease
   redlease help [COMMAND]                       this help, or a command's (also: COMMAND --help)
@@ -43,6 +48,8 @@ ${EXIT_CODES_HELP}
 
 const COMMANDS: Record<string, { help: string; main(argv: readonly string[]): Promise<number> }> = {
   run: { help: RUN_HELP, main: run },
+  elect: { help: ELECT_HELP, main: elect },
+  observe: { help: OBSERVE_HELP, main: observeCommand },
   inspect: { help: INSPECT_HELP, main: inspectCommand },
   unlock: { help: UNLOCK_HELP, main: unlockCommand },
 };

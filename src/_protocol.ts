@@ -11,6 +11,8 @@ import {
   extendSet as EXTEND_SET,
   forceUnlock as FORCE_UNLOCK,
   inspect as INSPECT,
+  leader as LEADER,
+  proclaim as PROCLAIM,
   release as RELEASE,
   releaseSet as RELEASE_SET,
 } from "./_scripts.ts";
@@ -346,6 +348,50 @@ export async function inspectCall(st: ClientState, keys: LeaseKeys, bound?: Boun
     holders.push({ owner: String(r[i]), holds: Number(r[i + 1]), kind: String(r[i + 2]) as Kind, pttl: Number(r[i + 3]) });
   }
   return { fence: Number(r[0]), pttl: Number(r[1]), waiters: Number(r[2]), mode: String(r[3]) as Kind, holders };
+}
+
+/** The channel on which observers of the election at `keys` hear of changes (see campaign/proclaim/observe). */
+export function electionChannelOf(keys: LeaseKeys): string {
+  return `${keys.hash}:o`;
+}
+
+/** The key of the value the leader of the election at `keys` proclaimed. */
+function valueKeyOf(keys: LeaseKeys): string {
+  return `${keys.hash}:v`;
+}
+
+/** An election's state: its leader (the owner holding the lease), term (its fence) and proclaimed value. */
+export interface LeaderReply {
+  readonly owner: string | undefined;
+  readonly term: number;
+  /** ms left of the leadership, -2 when there is no leader. */
+  readonly pttl: number;
+  readonly value: string | undefined;
+}
+
+export async function leaderCall(st: ClientState, keys: LeaseKeys, bound?: Bound): Promise<LeaderReply> {
+  const r = await st.run(LEADER, [keys.hash, valueKeyOf(keys)], [], bound) as unknown[];
+  const owner = String(r[0] ?? "");
+  return {
+    owner: owner === "" ? undefined : owner,
+    term: Number(r[1]),
+    pttl: Number(r[2]),
+    value: typeof r[3] === "string" ? r[3] : undefined,
+  };
+}
+
+export interface ProclaimArgs {
+  /** The leader (omitted: only announce a change to observers). */
+  readonly owner?: string;
+  readonly term?: string;
+  /** The value to set; omitted: none (an announcement). */
+  readonly value?: string;
+}
+
+/** Set the leader's value if it still leads with that term, and tell observers; false when it no longer leads. */
+export async function proclaimCall(st: ClientState, keys: LeaseKeys, a: ProclaimArgs, bound?: Bound): Promise<boolean> {
+  const args = [a.owner ?? "", a.term ?? "", a.value ?? "", a.value === undefined ? "0" : "1", st.publish];
+  return Number(await st.run(PROCLAIM, [keys.hash, valueKeyOf(keys)], args, bound)) === 1;
 }
 
 /** A message on a waiter channel, addressed to one attempt. */

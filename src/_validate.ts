@@ -30,6 +30,15 @@ export function checkName(op: string, name: unknown): asserts name is string {
   }
 }
 
+/** The longest value a leader may proclaim, in UTF-16 code units. */
+const MAX_VALUE = 65_536;
+
+/** A value to proclaim: a string of at most MAX_VALUE characters. */
+export function checkValue(op: string, value: unknown): asserts value is string {
+  if (typeof value !== "string") fail(op, "value", "must be a string", value);
+  if (value.length > MAX_VALUE) fail(op, "value", `must be at most ${MAX_VALUE} characters`, value, RangeError);
+}
+
 /** The most names one lease may cover. */
 export const MAX_NAMES = 64;
 

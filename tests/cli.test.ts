@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { formatMs, parseArgs, parseDuration } from "../cli/_args.ts";
 import { CliError } from "../cli/_common.ts";
 import { resolveUrl } from "../cli/_connect.ts";
-import { acquire, forceUnlock, inspect, LeaseLostError, release } from "../mod.ts";
+import { acquire, campaign, forceUnlock, inspect, LeaseLostError, release } from "../mod.ts";
 import { type Client, freePort, type RedisServer, runtimeArgs, runtimeName, sleep, startRedis, holdsOf } from "./_redis.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -297,6 +297,38 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       const r = await cli(["run", name, ...bad, "--", ...child("env", "0")]);
       assert.equal(r.code, 2, `${bad.join(" ")}: ${r.stderr}`);
     }
+  });
+
+  test("elect runs the command while leading, with the term as REDLEASE_FENCE; --wait 0 exits 3 while another leads", T, async () => {
+    const name = unique("elect");
+    const r = await cli(["elect", name, "--", ...child("env", "0")]);
+    assert.equal(r.code, 0, r.stderr);
+    const env = JSON.parse(r.stdout);
+    assert.ok(Number(env.fence) > 0);
+    const leader = await campaign(admin, name);
+    try {
+      const busy = await cli(["elect", name, "--wait", "0", "--", ...child("env", "0")]);
+      assert.equal(busy.code, 3, busy.stderr);
+      assert.ok(leader.fence > Number(env.fence), "a later term");
+    } finally {
+      await release(leader);
+    }
+  });
+
+  test("observe prints the state, then every change, and exits after --count states", T, async () => {
+    const name = unique("observe");
+    const run = startCli(["observe", name, "--json", "--count", "3"]);
+    await run.waitFor(/"leader":null/);
+    const leader = await campaign(admin, name, { value: "v1" });
+    await run.waitFor(/"value":"v1"/);
+    await release(leader);
+    const r = await run.done;
+    assert.equal(r.code, 0, r.stderr);
+    const states = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(states.map((st: { leader: string | null }) => st.leader), [null, leader.owner, null]);
+    assert.equal(states[1].term, leader.fence);
+    const text = await cli(["observe", name, "--count", "1"]);
+    assert.match(text.stdout, /nobody leads \(last term \d+\)/);
   });
 
   test("a run inside a run of the same lease runs under its hold (REDLEASE_TOKEN), at once; another lease waits", T, async () => {

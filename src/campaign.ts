@@ -1,0 +1,80 @@
+import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
+import { type RedisLike, stateOf } from "./_client.ts";
+import { releaseHandle } from "./_hold.ts";
+import { keysOf, proclaimCall } from "./_protocol.ts";
+import { checkValue, fail, resolveAcquire } from "./_validate.ts";
+import type { AcquireOptions, Lease } from "./lease.ts";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
+
+/** Options of {@linkcode campaign}: those of `acquire` (an exclusive lease), a value to proclaim at once. */
+export interface CampaignOptions extends Omit<AcquireOptions, "shared" | "permits"> {
+  /**
+   * Proclaimed as soon as this candidate is elected (see {@linkcode proclaim}): observers see the new leader and its
+   * value in one change. A string of at most 65536 characters.
+   * @default {undefined}
+   * @example
+   * ```ts
+   * const leadership = await campaign(client, "scheduler", { value: `http://${host}:8080` });
+   * ```
+   */
+  readonly value?: string;
+  /**
+   * How long to campaign before giving up with {@linkcode LockTimeoutError}.
+   * @default {Infinity: until elected, or until `signal` aborts}
+   */
+  readonly waitMs?: number;
+}
+
+/**
+ * Campaign to lead the election `name`: resolves once this candidate is elected, with a leadership lease whose
+ * `fence` is the term (strictly greater than every earlier term of this election). Candidates wait first come,
+ * first served, and the leader's resignation (`release`) or death (its lease's TTL) hands leadership to the next
+ * live candidate. The leadership is an exclusive lease like any other — fenced, renewed by its watchdog (or a fixed
+ * lease), its `signal` aborting the moment it is lost — so there are never two leaders with live terms.
+ *
+ * Observers ({@linkcode observe}) are told of every new term, value and resignation.
+ *
+ * @param client A connected node-redis client or a {@linkcode Driver} (not a Redlock group).
+ * @param name The election's name (a lease name: do not use it for a lock as well).
+ * @param options See {@linkcode CampaignOptions}; `waitMs` defaults to `Infinity`.
+ * @returns The leadership {@linkcode Lease}; resign with `release(lease)`.
+ * @throws as {@linkcode acquire}; and a Redis error from proclaiming `value` (the leadership is released first).
+ *
+ * @example A singleton scheduler: one process at a time runs the jobs, fenced by its term
+ * ```ts
+ * import { campaign, release } from "redlease";
+ * const leadership = await campaign(client, "scheduler");
+ * try {
+ *   await runScheduler({ term: leadership.fence, signal: leadership.signal });
+ * } finally {
+ *   await release(leadership); // resign: the next candidate is elected at once
+ * }
+ * ```
+ */
+export async function campaign(client: RedisLike, name: string, options?: CampaignOptions): Promise<Lease> {
+  const op = "campaign";
+  checkClient(op, client);
+  const { value, ...rest } = options ?? {};
+  if (value !== undefined) checkValue(op, value);
+  const o = resolveAcquire(op, name, { waitMs: Infinity, ...rest }, ownerOf);
+  if (o.kind !== "x") fail(op, "options", "cannot ask for a shared lease or permits", options);
+  const lease = await acquireResolved(client, o);
+  const st = stateOf(client);
+  const keys = keysOf(o.prefix, name);
+  const hold = lease.hold;
+  // Observers hear of the end of this term (resigned or lost) from this process too, when it can still tell them.
+  (hold.onEnd ??= []).push(() => {
+    void proclaimCall(st, keys, {}, { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, name }).catch(() => {});
+  });
+  const bound = { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal: o.signal, name };
+  try {
+    await proclaimCall(st, keys, { owner: hold.owner, term: hold.fenceText, value }, bound);
+  } catch (e) {
+    if (value !== undefined) {
+      await releaseHandle(lease).catch(() => {});
+      throw e;
+    }
+    // Only the announcement failed: observers still learn of the term when they next read (their timers).
+  }
+  return lease;
+}

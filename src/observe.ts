@@ -1,0 +1,123 @@
+import { checkClient } from "./_acquire.ts";
+import { bounded, type RedisLike, stateOf } from "./_client.ts";
+import { electionChannelOf, keysOf, leaderCall } from "./_protocol.ts";
+import { nap } from "./_timers.ts";
+import { checkName, checkPrefix, fail } from "./_validate.ts";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
+import type { KeyOptions } from "./lease.ts";
+
+/** An election's state, as {@linkcode observe} reports it. */
+export interface LeaderState {
+  /** The leader's owner string (see `Lease.owner`), or undefined while nobody leads. */
+  readonly leader: string | undefined;
+  /** The leader's term (its lease's fence); while nobody leads, the latest term Redis still keeps, or 0. */
+  readonly term: number;
+  /** The value the leader proclaimed in this term, or undefined. */
+  readonly value: string | undefined;
+  /** How long the leadership lasts at least (its TTL when read), ms; 0 while nobody leads. */
+  readonly remainingMs: number;
+}
+
+/** Options of {@linkcode observe}. */
+export interface ObserveOptions extends KeyOptions {
+  /**
+   * Ends the observation: the iteration finishes (without an error) once it aborts.
+   * @default {undefined}
+   */
+  readonly signal?: AbortSignal;
+  /**
+   * Without pub/sub (the HTTP driver), how often to read the state, ms; with pub/sub, changes are told by message,
+   * and the state is read again at the latest this often anyway (and when a leadership's TTL ends). Integer from 10
+   * to 3600000.
+   * @default {1000 without pub/sub, 30000 with it}
+   */
+  readonly pollMs?: number;
+}
+
+/**
+ * Watch the election `name`: an async iterable of its state — the current state first, then every change of leader,
+ * term or value, including vacancy — driven by the messages that `campaign`, `proclaim` and a resignation send. A
+ * leader that dies without resigning is seen to go when its lease's TTL ends (the observer reads the state again
+ * then), and the next candidate's election is told by message as any other. Consecutive states always differ.
+ *
+ * Breaking out of the loop, or aborting `signal`, ends the observation and its subscription.
+ *
+ * @param client A connected node-redis client or a {@linkcode Driver}.
+ * @param name The election's name.
+ * @param options See {@linkcode ObserveOptions}.
+ * @throws {TypeError | RangeError} at once (before any Redis command) for invalid arguments; during iteration, a
+ *   Redis error or {@linkcode RedisTimeoutError} (5 s per read) ends it with that error.
+ *
+ * @example Follow the leader of the scheduler election
+ * ```ts
+ * import { observe } from "redlease";
+ * for await (const s of observe(client, "scheduler", { signal: AbortSignal.timeout(60_000) })) {
+ *   console.log(s.leader ? `term ${s.term}: ${s.value ?? "(no value yet)"}` : "nobody leads");
+ * }
+ * ```
+ */
+export function observe(client: RedisLike, name: string, options?: ObserveOptions): AsyncIterableIterator<LeaderState> {
+  const op = "observe election";
+  checkClient(op, client);
+  checkName(op, name);
+  const prefix = checkPrefix(op, options);
+  const signal = options?.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
+  const pollMs = options?.pollMs;
+  if (pollMs !== undefined && (typeof pollMs !== "number" || !Number.isInteger(pollMs) || pollMs < 10 || pollMs > 3_600_000)) {
+    fail(op, "pollMs", "must be an integer from 10 to 3600000", pollMs, typeof pollMs === "number" ? RangeError : TypeError);
+  }
+  return watch(client, name, prefix, signal, pollMs);
+}
+
+async function* watch(
+  client: RedisLike,
+  name: string,
+  prefix: string,
+  signal: AbortSignal | undefined,
+  pollMs: number | undefined,
+): AsyncGenerator<LeaderState> {
+  const st = stateOf(client);
+  const keys = keysOf(prefix, name);
+  const channel = electionChannelOf(keys);
+  const driver = st.driver;
+  let told = false;
+  let wake: (() => void) | undefined;
+  const listener = () => {
+    told = true;
+    wake?.();
+  };
+  let subscribed = false;
+  const bound = () => ({ until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal, name });
+  try {
+    if (driver.subscribe && !signal?.aborted) {
+      await bounded(driver.subscribe(channel, listener), bound());
+      subscribed = true;
+    }
+    const heartbeat = pollMs ?? (subscribed ? 30_000 : 1_000);
+    let last: LeaderState | undefined;
+    while (!signal?.aborted) {
+      told = false;
+      const r = await leaderCall(st, keys, bound());
+      const now: LeaderState = {
+        leader: r.owner,
+        term: r.term,
+        value: r.value,
+        remainingMs: r.owner === undefined ? 0 : Math.max(0, r.pttl),
+      };
+      if (!last || now.leader !== last.leader || now.term !== last.term || now.value !== last.value) {
+        last = now;
+        yield now;
+      }
+      // Until a message, the end of the leadership's TTL (a leader that died), or the heartbeat.
+      const ms = Math.min(heartbeat, now.leader === undefined ? Infinity : now.remainingMs + 5);
+      if (!told) await nap(ms, signal, (w) => (wake = w));
+      wake = undefined;
+    }
+  } catch (e) {
+    if (signal?.aborted) return;
+    throw e;
+  } finally {
+    if (subscribed) await driver.unsubscribe?.(channel, listener).catch(() => {});
+  }
+}
