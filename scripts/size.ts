@@ -24,10 +24,11 @@ const CORE = "mod";
 // inlined where room can free, the holder set, and the acquire, release and extend scripts of set holds — plus
 // LeaseKindError and inspect() per kind; 0.3 KB of it is what their review found); raised to 15 KB for leases over
 // several names (14,100 → 15,294 B: +1.2 KB — the all-at-once script, the group handle, ordered acquisition, and
-// release/extend/withLock over a group); raised to 16.25 KB for leader election (15,294 → 16,427 B: +1.1 KB —
-// campaign, proclaim, observe and their two scripts). Each further kind of lease moves it by what it measurably adds,
-// said here.
-const CORE_BUDGET_GZIP = 16_640;
+// release/extend/withLock over a group; +0.3 KB more for what its review found: retried give-backs, a round started
+// over when a name is lost meanwhile, the undo of a late all-at-once reply); raised to 16.5 KB for leader election
+// (+1.1 KB — campaign, proclaim, observe and their two scripts; 16,716 B in all). Each further kind of lease moves it
+// by what it measurably adds, said here.
+const CORE_BUDGET_GZIP = 16_896;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 

@@ -1,14 +1,23 @@
 // acquire() over several names: one lease over all of them, all or nothing. Uncontended on one server, one script
 // takes them all at once (or none). Otherwise they are taken one by one in name order, each through the lease
 // engine (queued, woken by its release), so that two such acquires of overlapping names never deadlock: both wait
-// for the lowest name they share first. Any failure gives back what was taken.
-import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, stateOf } from "./_client.ts";
-import { nap } from "./_timers.ts";
+// for the lowest name they share first. Any failure gives back what was taken (retried until it would have lapsed
+// anyway), without holding up the caller beyond its bounds.
+import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, type ClientState, type RedisLike, stateOf } from "./_client.ts";
 import { acquireResolved } from "./_acquire.ts";
-import type { RedisLike } from "./_client.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
-import { acquireAllCall, attemptId, keysOf, ownerFor, releaseCall } from "./_protocol.ts";
+import {
+  acquireAllCall,
+  attemptId,
+  holdId,
+  keysOf,
+  type LeaseKeys,
+  ownerFor,
+  type ReleaseArgs,
+  releaseCall,
+} from "./_protocol.ts";
+import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LockTimeoutError, RedisTimeoutError } from "./errors.ts";
 
@@ -16,52 +25,106 @@ import { LockTimeoutError, RedisTimeoutError } from "./errors.ts";
 export async function acquireNames(client: RedisLike, names: readonly string[], o: Resolved): Promise<LeaseGroup> {
   const st = stateOf(client);
   const start = performance.now();
+  const until = start + o.waitMs;
   const keys = names.map((n) => keysOf(o.prefix, n));
-  // One owner for every name (the caller's, scoped, or a new id), so that a re-entry re-enters each of them.
-  const owner = ownerFor(st, keys[0], o);
-  const one = { ...o, owner, exactOwner: true };
+  const owner = ownerOfNames(st, keys, o);
+  /** Wait briefly for give-backs (a healthy Redis has them done when acquire rejects), within the caller's bounds. */
+  const settle = (p: Promise<unknown>, aborted = ABORT_CLEANUP_MS) => {
+    const left = o.signal?.aborted ? aborted : Math.min(until + ACQUIRE_GRACE_MS - performance.now(), ABORT_CLEANUP_MS * 4);
+    return Promise.race([p, nap(Math.max(0, left), undefined)]);
+  };
   if (o.kind === "x" && names.length > 1 && st.publish === "PUBLISH" && o.replicas === 0) {
     // One server: try all at once.
     const t0 = performance.now();
-    const bound = { until: start + o.waitMs + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
+    const bound = { until: until + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
     const attempt = attemptId();
+    const undo = () => Promise.all(keys.map((k) => giveBack(st, k, { kind: "x", owner, attempt }, o.ms, o.name)));
     let r: number[] | number;
     try {
       r = await acquireAllCall(st, keys, { kind: "x", owner, ms: o.ms, attempt }, bound);
     } catch (e) {
-      // Unknown outcome: give back whatever this attempt took, name by name (briefly waited for).
-      const undo = Promise.all(keys.map((k) => undoOn(client, k, owner, attempt, o)));
-      await Promise.race([undo, nap(ABORT_CLEANUP_MS * 4, undefined)]);
+      // Unknown outcome: give back whatever this attempt took, name by name.
+      await settle(undo());
       if (o.signal?.aborted) throw o.signal.reason;
       throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e }) : e;
     }
     if (Array.isArray(r)) {
       const deadline = t0 + o.ms - drift(o.ms);
-      const parts = r.map((fence, i) =>
-        grant(st, { kind: "x", keys: keys[i], name: names[i], owner, fence, deadline }, o)
-      );
+      const parts = r.map((fence, i) => grant(st, { kind: "x", keys: keys[i], name: names[i], owner, fence, deadline }, o));
       if (parts.every((p) => p !== undefined)) return new LeaseGroup(parts as LeaseImpl[]);
-      // The reply came after the lease ran out: give it back, and take them one by one below.
-      await Promise.all(parts.map((p) => p && releaseHandle(p).catch(() => false)));
+      // The reply came after the lease ran out: undo this attempt (the holds it took, re-entries included) before
+      // taking the names one by one, which would otherwise re-enter them.
+      for (const p of parts) {
+        if (!p) continue;
+        // Dropped here without a release of its own: the undo below gives back exactly what this attempt took.
+        p.hold.handles.splice(p.hold.handles.indexOf(p), 1);
+        if (p.hold.handles.length === 0) p.hold.stop();
+      }
+      await Promise.race([undo(), nap(Math.max(0, Math.min(until - performance.now(), 1_000)), undefined)]);
+    } else if (o.waitMs === 0) {
+      throw new LockTimeoutError(names[r - 1], -1, performance.now() - start);
     }
   }
-  // One by one, in name order (the order every caller uses), each bounded by what is left of the wait.
+  // One by one, in name order (the order every caller uses), each bounded by what is left of the wait. A name lost
+  // while a later one was awaited (its fixed lease ran out, or Redis dropped it) starts the round over.
   const order = names.map((_n, i) => i).sort((i, j) => (names[i] < names[j] ? -1 : names[i] > names[j] ? 1 : 0));
-  const parts: LeaseImpl[] = new Array(names.length);
-  try {
-    for (const i of order) {
-      const left = o.waitMs === Infinity ? Infinity : Math.max(0, Math.round(start + o.waitMs - performance.now()));
-      parts[i] = await acquireResolved(client, { ...one, name: names[i], waitMs: left });
+  const one = { ...o, owner, exactOwner: true };
+  for (;;) {
+    const parts: LeaseImpl[] = new Array(names.length);
+    try {
+      for (const i of order) {
+        const left = o.waitMs === Infinity ? Infinity : Math.max(0, Math.round(until - performance.now()));
+        parts[i] = await acquireResolved(client, { ...one, name: names[i], waitMs: left });
+      }
+    } catch (e) {
+      // (After an abort the name that failed has waited for its own undo already: no more waiting here.)
+      await settle(Promise.all(parts.map((p) => p && giveBackPart(st, p))), 0);
+      throw e;
     }
-  } catch (e) {
-    await Promise.all(parts.map((p) => p && releaseHandle(p).catch(() => false)));
-    throw e;
+    if (parts.every((p) => p.endedWith === undefined)) return new LeaseGroup(parts);
+    await settle(Promise.all(parts.map((p) => giveBackPart(st, p))));
+    o.signal?.throwIfAborted();
+    if (performance.now() >= until) throw new LockTimeoutError(o.name, -1, performance.now() - start);
   }
-  return new LeaseGroup(parts);
 }
 
-/** Give back what attempt `attempt` may have taken of one name (a call whose reply was lost). */
-async function undoOn(client: RedisLike, keys: ReturnType<typeof keysOf>, owner: string, attempt: string, o: Resolved) {
-  await releaseCall(stateOf(client), keys, { kind: "x", owner, attempt }, { until: performance.now() + o.ms, name: o.name })
-    .catch(() => {});
+/**
+ * The owner for every name: the caller's string kept exactly when any of the names has a live hold of it here
+ * (a `lease.owner` passed back), else scoped; a Lease's owner exactly; or one new id for all.
+ */
+function ownerOfNames(st: ClientState, keys: readonly LeaseKeys[], o: Resolved): string {
+  if (o.owner === undefined) return attemptId();
+  const given = o.owner;
+  if (keys.some((k) => st.holds.get(holdId(k, given, o.kind))?.active)) return given;
+  return ownerFor(st, keys[0], o);
+}
+
+/** Release a part taken by a failed acquire; a failed release is retried as giveBack() does. */
+function giveBackPart(st: ClientState, p: LeaseImpl): Promise<unknown> {
+  const h = p.hold;
+  const args: ReleaseArgs = { kind: h.kind, owner: h.owner, fence: h.fenceText };
+  const left = Math.max(0, h.deadline - performance.now());
+  return releaseHandle(p).catch((e) => {
+    if (!(e instanceof RedisTimeoutError)) return giveBack(st, h.keys, args, left, h.name, 100);
+  });
+}
+
+/**
+ * Send `args` (the undo of an attempt, or the release of a hold) until Redis answers, retrying errors (not
+ * timeouts: the command is then queued in the client or lost) with backoff until the hold would have lapsed by TTL
+ * anyway (`ms`). Settles at the first answer, or failure.
+ */
+function giveBack(st: ClientState, keys: LeaseKeys, args: ReleaseArgs, ms: number, name: string, first = 0): Promise<void> {
+  const stopAt = performance.now() + ms;
+  return new Promise<void>((settled) => {
+    const send = (backoff: number): void =>
+      void releaseCall(st, keys, args, { until: stopAt, name }).then(() => settled(), (e) => {
+        settled();
+        if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < stopAt) {
+          unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
+        }
+      });
+    if (first > 0) unrefTimeout(() => send(first), first);
+    else send(50);
+  });
 }

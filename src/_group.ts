@@ -17,7 +17,11 @@ export class LeaseGroup implements Lease {
   constructor(readonly parts: readonly LeaseImpl[]) {
     this.name = parts.map((p) => p.name).join(", ");
     const onLost = (p: LeaseImpl) => () => this.end(p.signal.reason);
-    for (const p of parts) p.signal.addEventListener("abort", onLost(p), { once: true });
+    for (const p of parts) {
+      // A part that ended already never fires: the group is then ended from the start.
+      if (p.endedWith !== undefined) this.end(p.endedWith);
+      else p.signal.addEventListener("abort", onLost(p), { once: true });
+    }
   }
 
   get names(): readonly string[] {

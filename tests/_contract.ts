@@ -8,12 +8,15 @@ import { createClient as createClient5 } from "redis5";
 import { Cluster as IORedisClusterClient, Redis as IORedis } from "ioredis";
 import {
   acquire,
+  campaign,
   forceUnlock,
   inspect,
   type Lease,
   LeaseKindError,
   LeaseLostError,
   LockTimeoutError,
+  observe,
+  proclaim,
   type RedisLike,
   release,
   ReplicationError,
@@ -497,6 +500,26 @@ export function contract(ad: AdapterCase): void {
       assert.ok(next.fences[0] > lease.fences[1] && next.fences[1] > lease.fences[0]);
       await release(next);
       assert.equal((await inspect(admin, x)).held, false);
+    });
+
+    test(`${n}: an election: one leader, a higher term after a resignation, observed with its value`, async () => {
+      const name = fresh();
+      const stop = new AbortController();
+      const seen: Array<string | undefined> = [];
+      const watching = (async () => {
+        for await (const s of observe(b, name, { signal: stop.signal, pollMs: 50 })) seen.push(s.value);
+      })();
+      const first = await campaign(a, name, { value: "one" });
+      const second = campaign(b, name);
+      await sleep(100);
+      await release(first);
+      const next = await second;
+      assert.ok(next.fence > first.fence);
+      assert.equal(await proclaim(next, "two"), true);
+      await until("the observer saw both values", () => Promise.resolve(seen.includes("one") && seen.includes("two")));
+      await release(next);
+      stop.abort();
+      await watching;
     });
 
     test(`${n}: acquire() fences strictly increase across clients`, async () => {

@@ -6,6 +6,9 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "redis";
 import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, withLock } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
+import { nodeRedisDriver } from "../src/_node_redis.ts";
+import type { Driver } from "../src/driver.ts";
+import { acquireAll } from "../src/_scripts.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
@@ -140,3 +143,92 @@ describe("several names at once", () => {
     await assert.rejects(withLock(closed(), [], () => 1), RangeError);
   });
 });
+
+/**
+ * A driver over a node-redis client whose script calls can be held back: `hang` makes every later call never
+ * answer; `delayAll` delays the reply of the all-at-once script by that many ms.
+ */
+function gated(client: Client) {
+  const base = nodeRedisDriver(client);
+  const gate = { hang: false, delayAll: 0 };
+  const driver: Driver = {
+    evalScript: (sha, keys, args, signal) => {
+      if (gate.hang) return new Promise(() => {});
+      const r = base.evalScript(sha, keys, args, signal);
+      return sha === acquireAll.sha && gate.delayAll > 0
+        ? r.then((v) => new Promise((res) => setTimeout(() => res(v), gate.delayAll)))
+        : r;
+    },
+    evalSource: base.evalSource && ((src, keys, args, signal) => base.evalSource!(src, keys, args, signal)),
+    loadScript: (src, key, signal) => base.loadScript(src, key, signal),
+    subscribe: base.subscribe && ((c, l) => base.subscribe!(c, l)),
+    unsubscribe: base.unsubscribe && ((c, l) => base.unsubscribe!(c, l)),
+  };
+  return { driver, gate };
+}
+
+// Found by an adversarial review: each failed before its fix.
+describe("several names at once: edge cases", () => {
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+    admin = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("a name lost while a later one is awaited is taken again: the lease never comes back with a name gone", async () => {
+    const [x, y] = [`a-${fresh()}`, `b-${fresh()}`]; // x sorts first
+    const other = await acquire(b, y, { leaseMs: 600 });
+    const lease = await acquire(a, [x, y], { leaseMs: 300, waitMs: 5_000 }); // x's 300 ms lapse while y is awaited
+    assert.equal(lease.signal.aborted, false);
+    assert.ok(lease.remainingMs > 0);
+    assert.deepEqual((await inspect(admin, x)).owners.map((o) => o.owner), [lease.owner], "x is held again");
+    await assert.rejects(acquire(b, x, { waitMs: 0 }), LockTimeoutError);
+    await release(lease);
+    await release(other).catch(() => {});
+  });
+
+  test("a failed acquire does not wait for the give-back beyond its bounds", async () => {
+    const { driver, gate } = gated(await srv.client());
+    const [x, y] = [`a-${fresh()}`, `b-${fresh()}`];
+    const other = await acquire(b, y);
+    const ctl = new AbortController();
+    const p = acquire(driver, [x, y], { watchdogMs: 10_000, waitMs: 60_000, signal: ctl.signal });
+    await sleep(200); // x taken, y awaited
+    gate.hang = true; // Redis stops answering this client
+    const t0 = performance.now();
+    ctl.abort(new Error("stop"));
+    await assert.rejects(p, /stop/);
+    assert.ok(performance.now() - t0 < 300, `rejected ${performance.now() - t0} ms after the abort`);
+    await release(other);
+  });
+
+  test("an all-at-once reply that comes after the lease ran out is undone, not re-entered", async () => {
+    const { driver, gate } = gated(await srv.client());
+    const [x, y] = [fresh(), fresh()];
+    await release(await acquire(driver, [fresh(), fresh()])); // the script is cached
+    // Past the local deadline (3000 ms less the drift allowance, 32 ms) but before Redis's TTL ends.
+    gate.delayAll = 2_985;
+    const lease = await acquire(driver, [x, y], { leaseMs: 3_000, waitMs: 10_000 });
+    gate.delayAll = 0;
+    assert.deepEqual((await inspect(admin, x)).owners.map((o) => o.holds), [1], "one hold, not a re-entry of a stale one");
+    assert.equal(await release(lease), true);
+    assert.equal((await inspect(admin, x)).held, false);
+    assert.equal((await inspect(admin, y)).held, false);
+  });
+
+  test("a lease.owner passed back re-enters whichever name comes first", async () => {
+    const [x, y] = [fresh(), fresh()];
+    const single = await acquire(a, y); // its owner is an id, not a string scoped to the client
+    for (const names of [[x, y], [y, x]]) {
+      const both = await acquire(a, names, { owner: single.owner, waitMs: 500 });
+      assert.equal(both.owner, single.owner);
+      await release(both);
+    }
+    await release(single);
+  });
+});
+
