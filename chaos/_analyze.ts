@@ -217,7 +217,8 @@ export function analyze(input: AnalyzeInput): Analysis {
     const a = stamped[i];
     for (let j = i + 1; j < stamped.length && stamped[j].opStart < a.opEnd; j++) {
       const b = stamped[j];
-      if (b.w === a.w) continue;
+      // Read-only sections (shared holds, permits) may overlap one another; permits are counted below.
+      if (b.w === a.w || (a.readOnly && b.readOnly)) continue;
       if (isLost(a) || isLost(b)) overlapsLost++;
       else {
         overlapsLive++;
@@ -225,8 +226,24 @@ export function analyze(input: AnalyzeInput): Analysis {
       }
     }
   }
-  // Live sections in server order (for live holders, that is grant order).
-  const live = stamped.filter((s) => !isLost(s));
+  // Permits: never more than n live sections at once, on the resource server's clock.
+  let maxConcurrent = 0;
+  if (spec.kind === "permits") {
+    const events = stamped.filter((s) => !isLost(s)).flatMap((s) => [[s.opStart, 1], [s.opEnd, -1]] as const)
+      .sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    let now = 0;
+    for (const [, d] of events) {
+      now += d;
+      if (now > maxConcurrent) maxConcurrent = now;
+    }
+    const n = spec.permits ?? 2;
+    if (maxConcurrent > n) {
+      overlapsLive += maxConcurrent - n;
+      problems.push(`${maxConcurrent} live permit holders at once on the resource server (n = ${n})`);
+    }
+  }
+  // Live exclusive sections in server order (for live holders, that is grant order).
+  const live = stamped.filter((s) => !isLost(s) && !s.readOnly);
   let minGap: number | null = null;
   for (let i = 1; i < live.length; i++) {
     const gap = (live[i].srvStart - live[i - 1].srvEnd) / 1000;
@@ -400,7 +417,10 @@ export function analyze(input: AnalyzeInput): Analysis {
   }
   if (sections.length === 0) problems.push("no critical sections at all");
 
-  const tl = timeline(input, sections, problems);
+  // Grant order, idle and unaware checks reason about one holder at a time: exclusive kinds only.
+  const tl = spec.kind === "shared" || spec.kind === "permits"
+    ? timeline(input, [], [])
+    : timeline(input, sections, problems);
   const leaks = input.leaks ?? null;
   const leaked = leaks ? leaks.holds.length + leaks.queues.length + leaks.channels.length : null;
   if (leaks && leaked! > 0) {

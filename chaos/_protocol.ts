@@ -63,6 +63,9 @@ export type WorkerFault =
   /** Block the event loop synchronously for `blockMs`. */
   | { kind: "block"; atMs: number; blockMs: number };
 
+/** See WorkerConfig.kind. */
+export type LeaseMode = "names" | "elect" | "shared" | "permits";
+
 export interface WorkerConfig {
   /** Worker id, e.g. "bun-1". */
   id: string;
@@ -84,6 +87,13 @@ export interface WorkerConfig {
   claimMs?: number;
   /** A fixed `owner` string for every acquire of this worker (default: a random owner per acquire). */
   owner?: string;
+  /**
+   * The kind of lease (default: one exclusive lease). "names": one lease over the name and `<name>:b`; "elect":
+   * campaign() for the name; "shared": every third section of a worker is a writer (exclusive), the others readers
+   * (shared, read-only); "permits": one of `permits` permits (read-only sections).
+   */
+  kind?: LeaseMode;
+  permits?: number;
   /**
    * Checker self-test only: do not acquire the lease at all. Each "section" takes a fresh fence from an INCR on
    * the lock server (as if granted) and runs unprotected, so the checker must report overlaps and lost updates.
@@ -114,6 +124,8 @@ export interface FaultRecord {
  */
 export interface Section {
   w: string;
+  /** A read-only section (a shared hold's reader, or a permit): it may overlap other read-only sections. */
+  readOnly?: boolean;
   seq: number;
   fence: number;
   /** Wall ms when acquire() returned the lease. */

@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type Analysis, analyze, type LeakReport } from "./_analyze.ts";
-import { resourceKeys, wall, type WorkerConfig, type WorkerFault, type WorkerResult } from "./_protocol.ts";
+import { type LeaseMode, resourceKeys, wall, type WorkerConfig, type WorkerFault, type WorkerResult } from "./_protocol.ts";
 import { type FaultProxy, startProxy } from "./_proxy.ts";
 import { type Client, RedisProc } from "./_servers.ts";
 
@@ -82,6 +82,9 @@ export interface ScenarioSpec {
   noLock?: boolean;
   /** The acquire option `claimMs` of every worker (default: the library's, 1000 ms). */
   claimMs?: number;
+  /** The kind of lease every worker takes (see WorkerConfig.kind), and the number of permits. */
+  kind?: LeaseMode;
+  permits?: number;
   /** Indexes of the workers that acquire with a fixed owner (`fixed-<worker id>`) instead of a random one. */
   fixedOwners?: number[];
   /** csSleepMs of the `faulted` workers, if other than csSleepMs. */
@@ -209,6 +212,8 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
         noLock: spec.noLock || undefined,
         claimMs: spec.claimMs,
         owner: spec.fixedOwners?.includes(i) ? fixedOwner(id) : undefined,
+        kind: spec.kind,
+        permits: spec.permits,
       };
       children.push(startWorker(rt, cfg));
     });
@@ -346,8 +351,14 @@ export async function leftovers(admin: Client, proxies: FaultProxy[]): Promise<L
   for (;;) {
     const holds: string[] = [];
     const queues: string[] = [];
+    const nowUs = Date.now() * 1000;
     for (const key of await scanAll(admin, "redlease:*")) {
       if (key.endsWith(":q")) queues.push(`${key} (${await admin.zCard(key)} entries)`);
+      else if (key.endsWith(":s")) {
+        // Shared holds and permits (lua/_holders.lua): owner -> expiry µs; live ones are holds left behind.
+        const live = Number(await admin.sendCommand(["ZCOUNT", key, `(${nowUs}`, "+inf"]));
+        if (live > 0) holds.push(`${key} ${live} shared holds or permits`);
+      }
       else if ((await admin.type(key)) === "string") {
         // The grant record (lua/_record.lua): "<fence>:<attempt>:<holds>:<claim by>:<owner>" while held.
         const held = /^\d+:[^:]*:(\d+):\d*:(.*)$/s.exec(String(await admin.get(key)));

@@ -20,7 +20,7 @@
  * INCR on the lock server and runs unprotected, so real overlaps and lost updates happen and must be reported.
  */
 import { createClient } from "redis";
-import { acquire, type AcquireOptions, type Lease, release } from "../mod.ts";
+import { acquire, type AcquireOptions, campaign, type Lease, release } from "../mod.ts";
 // Internal, read only to report the client id (so the parent can tell this worker's queue entries and channel).
 import { stateOf } from "../src/_client.ts";
 import {
@@ -120,6 +120,8 @@ async function observe(kind: FaultRecord["kind"], lease: Lease, t0: number): Pro
 }
 
 let seq = 0;
+/** Ends a read-only section's body early (it writes nothing). */
+const READ_ONLY = Symbol("read-only");
 /** The server-clock interval of a section: the first resource command, then each later one moves the end. */
 function stamp(s: Section, op: number, us: number): void {
   if (s.opStart === undefined) {
@@ -137,7 +139,15 @@ while (wall() < endWall) {
   try {
     if (cfg.noLock) fence = Number(await lock.incr(`${cfg.name}:nolock-fence`));
     else {
-      lease = await acquire(lock, cfg.name, options);
+      lease = cfg.kind === "names"
+        ? await acquire(lock, [cfg.name, `${cfg.name}:b`], options)
+        : cfg.kind === "elect"
+        ? await campaign(lock, cfg.name, options)
+        : cfg.kind === "shared" && seq % 3 !== 0
+        ? await acquire(lock, cfg.name, { ...options, shared: true })
+        : cfg.kind === "permits"
+        ? await acquire(lock, cfg.name, { ...options, permits: cfg.permits ?? 2 })
+        : await acquire(lock, cfg.name, options);
       fence = lease.fence;
     }
   } catch (e) {
@@ -147,6 +157,7 @@ while (wall() < endWall) {
     continue;
   }
   const s: Section = { w: cfg.id, seq: seq++, fence, start: wall(), end: 0, acqStart };
+  if (lease && lease.kind !== "exclusive") s.readOnly = true;
   // No lease (self-test): a signal that never aborts.
   const signal = lease?.signal ?? new AbortController().signal;
   const onAbort = () => {
@@ -181,6 +192,12 @@ while (wall() < endWall) {
     } else {
       await sleep(cfg.csSleepMs);
     }
+    if (s.readOnly) {
+      // A reader or a permit holder: read again (the end of its interval on the server's clock), write nothing.
+      const [, , op1, us1] = await res.eval(RESOURCE.read, { keys: resKeys(keys.counter, keys.writes) }) as number[];
+      stamp(s, op1, us1);
+      throw READ_ONLY;
+    }
     const [old, idx, op1, us1] = await res.eval(RESOURCE.write, {
       keys: resKeys(keys.counter, keys.writes),
       arguments: [String(v + 1), `${cfg.id}:${s.seq}`],
@@ -196,8 +213,10 @@ while (wall() < endWall) {
     stamp(s, op2, us2);
     s.fenced = ok === 1 ? 1 : 0;
   } catch (e) {
-    s.err = errorClass(e);
-    bump(`section:${s.err}`);
+    if (e !== READ_ONLY) {
+      s.err = errorClass(e);
+      bump(`section:${s.err}`);
+    }
   }
   s.end = wall();
   try {

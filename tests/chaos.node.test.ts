@@ -12,7 +12,7 @@ import { describe, test, type TestContext } from "node:test";
 import { type Analysis, analyze, type AnalyzeInput } from "../chaos/_analyze.ts";
 import type { Section, WorkerResult } from "../chaos/_protocol.ts";
 import { clientKill, runScenario, type Runtime, type ScenarioRun, scriptFlush } from "../chaos/_scenario.ts";
-import { networkScenarios, selfTestScenario } from "../chaos/scenarios.ts";
+import { kindScenarios, networkScenarios, selfTestScenario } from "../chaos/scenarios.ts";
 
 const WORKERS: Runtime[] = ["node", "node", "node"];
 
@@ -196,6 +196,42 @@ describe("network faults on one victim's route (chaos subset, one worker per run
   });
 });
 
+describe("every kind of lease under network faults (chaos subset, one worker per runtime + a never-faulted node)", () => {
+  const NET: Runtime[] = ["node", "bun", "deno", "node"];
+  const spec = (name: string) => {
+    const s = kindScenarios(NET).find((x) => x.name === name);
+    if (!s) throw new Error(`no scenario ${name}`);
+    return s;
+  };
+  const fired = (run: ScenarioRun, event: string) => run.faults.filter((f) => f.event === event);
+  for (const kind of ["names", "elect", "shared", "permits"] as const) {
+    const faults = kind === "shared" || kind === "permits" ? ["lost-reply", "handoff-partition"] : ["lost-reply"];
+    for (const f of faults) {
+      test(`${kind}: ${f === "lost-reply" ? "replies lost after the command ran" : "a partition at the moment of handoff"}: safe, nothing left behind`, async (t) => {
+        const run = await runScenario(spec(`kind-${kind}-${f}`));
+        const a = run.analysis;
+        report(t, a);
+        const ctx = JSON.stringify({ ...a, victims: undefined }, null, 1).slice(0, 4000);
+        assert.deepEqual(a.failedWorkers, [], ctx);
+        assert.ok(a.acquisitions >= 50, `only ${a.acquisitions} acquisitions: ${ctx}`);
+        assert.equal(a.sectionsOffServer, 0, ctx);
+        assert.equal(a.overlapsLive, 0, `exclusion (or the permit count) broken among live holders: ${ctx}`);
+        assert.equal(a.lostUpdatesLive, 0, ctx);
+        assert.equal(a.staleAccepted, 0, ctx);
+        assert.equal(a.rejectedLiveWrites, 0, ctx);
+        assert.equal(a.fenceViolations, 0, ctx);
+        if (kind === "names" || kind === "elect") {
+          assert.equal(a.unawareLive, 0, ctx);
+          assert.ok(a.maxIdleWaitingMs !== null && a.maxIdleWaitingMs <= a.idleBoundMs, `idle too long: ${ctx}`);
+        }
+        assert.equal(a.leaked, 0, `leftovers on the lock server: ${ctx}`);
+        assert.deepEqual(a.problems, [], ctx);
+        assert.ok(fired(run, f === "lost-reply" ? "loseNextReply" : "partitioned at handoff").length >= 2, JSON.stringify(a.faultEvents));
+      });
+    }
+  }
+});
+
 describe("the chaos checker", () => {
   // Two live sections of two workers: A then B on the resource server. `skewMs` shifts B's wall clock.
   function twoSections(opts: { serverOverlap: boolean; skewMs: number }): AnalyzeInput {
@@ -271,6 +307,43 @@ describe("the chaos checker", () => {
     assert.equal(a.lostUpdatesLive, 1, JSON.stringify(a));
     assert.ok(a.problems.some((p) => p.startsWith("live overlap on the resource server")), a.problems.join("\n"));
     assert.equal(a.ok, false);
+  });
+
+  test("kinds: overlapping read-only sections pass; one more live permit than n, or a writer among readers, fails", () => {
+    const us0 = 1_700_000_000_000_000;
+    const ro = (w: string, fence: number, op0: number, op1: number): Section => ({
+      w,
+      seq: 0,
+      fence,
+      start: 1_000,
+      end: 1_010,
+      readOnly: true,
+      opStart: op0,
+      opEnd: op1,
+      srvStart: us0 + op0,
+      srvEnd: us0 + op1,
+      released: true,
+    });
+    const input = (kind: "permits" | "shared", sections: Section[], permits?: number): AnalyzeInput => ({
+      spec: { name: "synthetic", fault: "none", workers: ["node", "node", "node"], durationMs: 100, kind, permits },
+      workers: sections.map((x, i) => ({ id: x.w, runtime: "node", pid: i + 1, sections: [x], errors: {} })),
+      failed: [],
+      faults: [],
+      startWall: 990,
+      endWall: 1_100,
+      counter: 0,
+      writes: [],
+      accepted: [],
+      warnings: [],
+    });
+    const three = [ro("node-0", 1, 1, 6), ro("node-1", 2, 2, 7), ro("node-2", 3, 3, 8)];
+    assert.equal(analyze(input("permits", three, 3)).overlapsLive, 0);
+    const over = analyze(input("permits", three, 2));
+    assert.equal(over.overlapsLive, 1, JSON.stringify(over.problems));
+    assert.ok(over.problems.some((p) => p.includes("3 live permit holders at once")), over.problems.join("\n"));
+    assert.equal(analyze(input("shared", three)).overlapsLive, 0, "readers may overlap");
+    const writer = { ...ro("node-2", 3, 3, 8), readOnly: undefined };
+    assert.equal(analyze(input("shared", [three[0], three[1], writer])).overlapsLive, 2, "a writer with two readers");
   });
 
   // Two holds on the servers' clock (fences are server µs): A (node-0) granted at 1 000 000 ms and released
