@@ -12,7 +12,13 @@ export type LibId =
   | "fifo"
   | "redlease-io"
   | "fenced"
-  | "fairfenced";
+  | "fairfenced"
+  | "redlease-permits"
+  | "semaphore-permits";
+
+/** B6: n permits of one name, contended (a counting semaphore). */
+export const PERMITS = 4;
+export const PERMIT_LIBS: readonly LibId[] = ["redlease-permits", "semaphore-permits"];
 
 /** The lock libraries (B1–B5). */
 export const LIBS: readonly LibId[] = ["redlease", "raw", "redlock", "sesame", "semaphore"];
@@ -77,6 +83,8 @@ export const TUNABLE: Record<LibId, boolean> = {
   "redlease-io": false,
   fenced: false,
   fairfenced: false,
+  "redlease-permits": false,
+  "semaphore-permits": true,
 };
 
 export const LABEL: Record<LibId, string> = {
@@ -90,6 +98,8 @@ export const LABEL: Record<LibId, string> = {
   "redlease-io": "redlease on ioredis",
   fenced: "floor: minimal fenced lease (node-redis, 2 EVALSHA)",
   fairfenced: "floor: fair notified lock with a fence and an expiring queue",
+  "redlease-permits": `redlease, ${PERMITS} permits`,
+  "semaphore-permits": `redis-semaphore Semaphore, ${PERMITS} permits`,
 };
 
 /** Lease / lock TTL used by every library that takes one, ms. */
@@ -130,6 +140,13 @@ export function settingsText(lib: LibId, tuned: boolean): string {
     case "fenced":
       return `node-redis v4, two EVALSHA per cycle, a fresh owner each: acquire = ${JSON.stringify(FENCED_ACQUIRE)}, ` +
         `release = ${JSON.stringify(FENCED_RELEASE)} (the floor scripts of bench/scripts_cost.ts)`;
+    case "redlease-permits":
+      return `acquire(client, name, { permits: ${PERMITS}, waitMs: ${WAIT_MS} }) (watchdog mode), release(lease)`;
+    case "semaphore-permits":
+      return (tuned
+        ? `new Semaphore(ioredis, name, ${PERMITS}, { retryInterval: 1 })`
+        : `new Semaphore(ioredis, name, ${PERMITS}) (defaults: retryInterval 10, acquireTimeout 10000, lockTimeout 10000)`) +
+        `; acquire(); release()`;
     case "fairfenced":
       return `node-redis v4, two EVALSHA per acquisition: acquire = ${JSON.stringify(FAIR_QUEUE)}, then wait for a ` +
         `message on <lock>:w:<worker id> unless granted; release = ${JSON.stringify(FAIR_HANDOFF)}`;
@@ -163,6 +180,9 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   fenced: /^(evalsha|script\|.*)$/,
   // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls TIME, SET, PTTL, ZADD, PEXPIRE, GET, ZPOPMIN, PUBLISH.
   fairfenced: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
+  "redlease-permits": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
+  // EVALSHA (+ EVAL after NOSCRIPT) from its Lua scripts; the refresh timer's EVALSHA too.
+  "semaphore-permits": /^(evalsha|eval|script\|.*)$/,
 };
 
 export interface Adapter {
@@ -292,15 +312,17 @@ async function ioredisClient(url: string): Promise<Any> {
 /** Import a library (and its client). `redleaseUrl` is the module to use for redlease. */
 export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Promise<Loaded> {
   switch (lib) {
-    case "redlease": {
+    case "redlease":
+    case "redlease-permits": {
       const [{ createClient }, rl] = await Promise.all([import("redis"), import(redleaseUrl) as Promise<Any>]);
+      const kind = lib === "redlease-permits" ? { permits: PERMITS } : {};
       return {
         async connect(url) {
           const c = createClient({ url });
           c.on("error", onError("node-redis"));
           await c.connect();
           return {
-            acquire: (name) => rl.acquire(c, name, { waitMs: WAIT_MS }),
+            acquire: (name) => rl.acquire(c, name, { waitMs: WAIT_MS, ...kind }),
             release: async (h) => void await rl.release(h),
             close: async () => void await c.quit(),
           };
@@ -493,6 +515,25 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
               await c.sendCommand(["EVALSHA", handoff, "2", `ff:{${name}}`, `ff:{${name}}:q`, id, String(LEASE_MS)]);
             },
             close: async () => void await Promise.all([sub.quit(), c.quit()]),
+          };
+        },
+      };
+    }
+    case "semaphore-permits": {
+      const { Semaphore }: Any = await import("redis-semaphore");
+      await import("ioredis");
+      const options = tuned ? { retryInterval: 1 } : {};
+      return {
+        async connect(url) {
+          const c = await ioredisClient(url);
+          return {
+            async acquire(name) {
+              const s = new Semaphore(c, name, PERMITS, options);
+              await s.acquire();
+              return s;
+            },
+            release: async (h) => void await (h as Any).release(),
+            close: async () => void await c.quit(),
           };
         },
       };

@@ -1,6 +1,6 @@
 // Aggregation (medians over repetitions, ratios against the raw baseline of the same repetition) and rendering of
 // the benchmark results: a markdown report, an SVG chart of B3 and an SVG summary of every B-figure per library.
-import type { LibId } from "./_libs.ts";
+import { type LibId, PERMITS } from "./_libs.ts";
 import { type CommandCounts, describeCounts, median, r2, r3 } from "./_stats.ts";
 
 export interface Variant {
@@ -106,6 +106,8 @@ export interface Run {
   variants: Variant[];
   unc: UncRep[];
   b3: B3Rep[];
+  /** B6: permits (absent in results from before it was measured). */
+  b6?: B3Rep[];
   cold: ColdRep[];
   sizes: Size[];
   errors: string[];
@@ -183,14 +185,14 @@ interface B3Agg {
   acqPerSecRuns: number[];
 }
 
-function aggregateB3(run: Run): B3Agg[] {
+function aggregateB3(run: Run, reps: B3Rep[] = run.b3): B3Agg[] {
   const out: B3Agg[] = [];
-  const ws = [...new Set(run.b3.map((r) => r.W))].sort((a, b) => a - b);
+  const ws = [...new Set(reps.map((r) => r.W))].sort((a, b) => a - b);
   for (const v of run.variants) {
     for (const W of ws) {
-      const rows = run.b3.filter((r) => r.variant === v.id && r.W === W);
+      const rows = reps.filter((r) => r.variant === v.id && r.W === W);
       if (!rows.length) continue;
-      const raws = run.b3.filter((r) => r.variant === "raw");
+      const raws = reps.filter((r) => r.variant === "raw");
       out.push({
         variant: v,
         W,
@@ -263,6 +265,7 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       [
         run.unc.length || run.cold.length ? `${run.config.uncReps} runs (B1, B2, B5)` : "",
         run.b3.length ? `${reps} runs (B3)` : "",
+        run.b6?.length ? `${reps} runs (B6)` : "",
       ].filter(Boolean).join(" or ") +
       `; ×raw = median over runs of (figure ÷ raw node-redis figure of the same run).` +
       (run.config.pauseMs ? ` Diagnostic: B3 workers paused ${run.config.pauseMs} ms after each release.` : ""),
@@ -367,6 +370,44 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       md.push(`Overlapping holds seen: ${overl.map((a) => `${a.variant.id} W=${a.W}: ${a.overlaps}`).join(", ")}.`);
       md.push("");
     }
+  }
+
+  // ---- B6
+  const b6 = run.b6?.length ? aggregateB3(run, run.b6) : [];
+  if (b6.length) {
+    const w6 = [...new Set(b6.map((r) => r.W))].sort((a, b) => a - b);
+    md.push(`## B6 permits: W worker processes, ${PERMITS} permits of one name, 1 ms critical section`);
+    md.push("");
+    md.push(
+      `As B3, with every worker taking one of ${PERMITS} permits of one name (a counting semaphore) instead of the ` +
+        `lock: acquisitions/s inside the ${run.config.b3Ms} ms window, fairness = min/max acquisitions per worker, ` +
+        `Redis commands per acquisition (sent by the client / in all, Lua's included), Redis CPU per acquisition, ` +
+        `failed acquisitions (the 10 s budget ran out), wait = acquire call → resolved, and "> n" = acquisitions ` +
+        `made while ${PERMITS} others held (must be 0; on the parent's clock, so a holder's release and the next ` +
+        `grant within the clock correction may show).`,
+    );
+    md.push("");
+    const rows6: string[][] = [];
+    for (const a of b6) {
+      const first = b6.find((x) => x.variant.id === a.variant.id && x.W === w6[0]);
+      rows6.push([
+        a.variant.label,
+        String(a.W),
+        fmt(a.acqPerSec),
+        a.W === w6[0] || !first ? "" : ratio(a.acqPerSec / first.acqPerSec),
+        `${fmt(a.fairness)} (${fmt(a.minPerWorker)}–${fmt(a.maxPerWorker)})`,
+        `${fmt(a.commands.clientPerOp)} / ${fmt(a.commands.totalPerOp)}`,
+        fmt(a.redisCpuUs, 1),
+        String(a.failures),
+        `${fmt(a.waitP99Ms)} / ${fmt(a.waitMaxMs)}`,
+        String(a.overlaps),
+      ]);
+    }
+    md.push(table(
+      ["library", "W", "acq/s", `÷ W=${w6[0]}`, "fairness (min–max)", "commands / acq (client / all)", "Redis CPU µs / acq", "failed", "wait p99 / max ms", "> n"],
+      rows6,
+    ));
+    md.push("");
   }
 
   // ---- B4

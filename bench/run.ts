@@ -28,6 +28,8 @@ import {
   LABEL,
   type LibId,
   LIBS,
+  PERMIT_LIBS,
+  PERMITS,
   type Seat,
   settingsText,
   TUNABLE,
@@ -55,7 +57,7 @@ function parseArgs(argv: string[]) {
     only: undefined as string[] | undefined,
     reps: undefined as number | undefined,
     ws: [2, 8, 32],
-    phases: ["b1", "b3", "b5"],
+    phases: ["b1", "b3", "b5", "b6"],
     window: undefined as number | undefined,
     out: undefined as string | undefined,
     pause: 0,
@@ -102,7 +104,7 @@ const load3 = () => loadavg().map(r2);
 
 function variants(only: string[] | undefined): Variant[] {
   const out: Variant[] = [];
-  for (const lib of [...LIBS, ...UNCONTENDED_ONLY, ...FLOORS]) {
+  for (const lib of [...LIBS, ...UNCONTENDED_ONLY, ...FLOORS, ...PERMIT_LIBS]) {
     const add = (tuned: boolean) => {
       const id = tuned ? `${lib}@1ms` : lib;
       if (only && !only.includes(id) && !only.includes(lib)) return;
@@ -320,6 +322,13 @@ async function round(
       if (Number.isFinite(next.d)) wake.push(next.a - next.d);
     }
   }
+  if (PERMIT_LIBS.includes(v.lib)) {
+    // n permits: an overlap is a moment with more than n holds at once (consecutive holds overlap by design).
+    overlaps = 0;
+    let now = 0;
+    const events = all.flatMap((x) => [[x.a, 1], [x.r, -1]] as const).sort((p, q) => p[0] - q[0] || p[1] - q[1]);
+    for (const [, d] of events) if ((now += d) > PERMITS && d > 0) overlaps++;
+  }
   const perWorker = Array.from({ length: W }, (_, i) => all.filter((x) => x.w === i && inWindow(x)).length);
   const inWin = all.filter(inWindow).length;
   const g = sortedF64(gaps);
@@ -520,9 +529,11 @@ async function main() {
   const o = parseArgs(process.argv.slice(2));
   const vs = variants(o.only);
   if (vs.length === 0) throw new Error(`--only ${o.only?.join(",")} matches no library (${LIBS.join(", ")})`);
-  const libs = [...new Set(vs.map((v) => v.lib))].filter((l) => !FLOORS.includes(l)); // B1, B2, B5
-  const b3vs = vs.filter((v) => !UNCONTENDED_ONLY.includes(v.lib)); // B1/B2 only
+  const libs = [...new Set(vs.map((v) => v.lib))].filter((l) => !FLOORS.includes(l) && !PERMIT_LIBS.includes(l)); // B1, B2, B5
+  const b6vs = vs.filter((v) => PERMIT_LIBS.includes(v.lib)); // B6 only
+  const b3vs = vs.filter((v) => !UNCONTENDED_ONLY.includes(v.lib) && !PERMIT_LIBS.includes(v.lib)); // B1/B2 only
   const poolLibs = [...new Set(b3vs.map((v) => v.lib))];
+  const permitLibs = [...new Set(b6vs.map((v) => v.lib))];
   const t0 = performance.now();
   const cmdline = `node --import tsx bench/run.ts ${process.argv.slice(2).join(" ")}`.trim();
 
@@ -568,6 +579,7 @@ async function main() {
     variants: vs,
     unc: [],
     b3: [],
+    b6: [],
     cold: [],
     sizes: [],
     errors: [],
@@ -641,6 +653,37 @@ async function main() {
               // The pool's state is unknown: replace it.
               await Promise.all(pool.map((w) => w.stop()));
               pool = await spawnPool(maxW, url, poolLibs);
+            }
+          }
+        }
+      }
+      await Promise.all(pool.map((w) => w.stop()));
+      pool = [];
+    }
+
+    if (o.phases.includes("b6") && b6vs.length) {
+      phase("b6");
+      const maxW = Math.max(...o.ws);
+      console.log(`\nB6 permits (${PERMITS} permits of one name, 1 ms critical section, ${o.b3Ms} ms window)`);
+      pool = await spawnPool(maxW, url, permitLibs);
+      for (const v of b6vs) {
+        try {
+          await round({ ...o, b3Ms: o.quick ? 300 : 800 }, server, admin, pool, v, maxW, -1, true);
+        } catch (e) {
+          console.error(`  warm-up ${v.id}: ${String(e)}`);
+        }
+      }
+      for (let rep = 0; rep < o.reps; rep++) {
+        console.log(`  run ${rep + 1}/${o.reps}`);
+        for (const W of o.ws) {
+          for (const v of rotate(b6vs, rep)) {
+            try {
+              run.b6!.push(await round(o, server, admin, pool, v, W, rep));
+            } catch (e) {
+              console.error(`  ${v.id} W=${W} rep ${rep}: ${String(e)}`);
+              run.errors.push(`B6 ${v.id} W=${W} rep ${rep}: ${String(e)}`);
+              await Promise.all(pool.map((w) => w.stop()));
+              pool = await spawnPool(maxW, url, permitLibs);
             }
           }
         }
