@@ -7,10 +7,15 @@
  *    wrong owner and throughput per mode.
  * 2. The Redis in Action market: sellers list and buyers buy, with WATCH/MULTI retries, with one coarse market
  *    lease, and with a lease per item. Prints listings, purchases, retries and purchase latency.
+ * 3. An upstream limited to n concurrent calls, called by many callers: with no limit, with a polling semaphore
+ *    (redis-semaphore) and with redlease permits. Prints calls served and refused, the most in flight, fairness.
+ * 4. A leader-elected scheduler: several processes campaign; the leader runs one job per time slot, committed with
+ *    its term as fence. The leader is paused past its lease, then another is killed. Prints terms, jobs, refused
+ *    late commits and the handover time.
  *
  *   node --import tsx scripts/demo.ts [--quick] [--buyers 4] [--items 50] [--users 200] [--requests 2000]
  *        [--concurrency 16] [--mode no-lock,naive,redlease] [--market-seconds 3] [--no-market] [--no-sale]
- *        [--seed 1] [--json-out FILE]
+ *        [--no-upstream] [--no-scheduler] [--seed 1] [--json-out FILE]
  *
  * Uses $REDIS_URL when set (its own keys only, under `redlease-demo:<run id>:`, deleted afterwards); otherwise
  * starts a throwaway redis-server on a free port and stops it at the end.
@@ -32,6 +37,8 @@ import {
   type WorkerCounts,
 } from "./demo/_flash_sale.ts";
 import { type MarketConfig, type MarketResult, runMarket, VARIANTS } from "./demo/_market.ts";
+import { runScheduler, type SchedulerConfig, type SchedulerResult, WORK_MS } from "./demo/_scheduler.ts";
+import { runUpstream, type UpstreamConfig, type UpstreamResult, UPSTREAM_VARIANTS } from "./demo/_upstream.ts";
 import { int, markdown, ms, Progress } from "./demo/_report.ts";
 import { DemoError, type DemoRedis, demoRedis } from "./demo/_server.ts";
 
@@ -51,6 +58,8 @@ a throwaway redis-server.
   --market-seconds S  duration of each market variant (default 3)
   --no-market         skip the market simulation
   --no-sale           skip the flash sale
+  --no-upstream       skip the limited upstream (permits)
+  --no-scheduler      skip the leader-elected scheduler
   --quick             a smaller, faster run (3 app servers, 20 items, 60 users, 360 requests, 1 s markets)
   --seed N            seed of the request plan (default 1)
   --json-out FILE     also write the results as JSON to FILE
@@ -63,6 +72,10 @@ interface Options {
   market: MarketConfig;
   runSale: boolean;
   runMarket: boolean;
+  upstream: UpstreamConfig;
+  scheduler: SchedulerConfig;
+  runUpstream: boolean;
+  runScheduler: boolean;
   jsonOut?: string;
 }
 
@@ -84,7 +97,9 @@ function parseOptions(argv: string[]): Options | undefined {
   };
   const market = { sellers: 5, buyers: 5, seconds: quick ? 1 : 3 };
   let modes: Mode[] = [...MODES];
-  let runSale = true, runMarketSim = true;
+  let runSale = true, runMarketSim = true, runUp = true, runSched = true;
+  const upstream = { callers: 12, limit: 4, callMs: 5, seconds: quick ? 1 : 3 };
+  const scheduler = { processes: 3, leaseMs: 300, slotMs: 100, seconds: quick ? 4.5 : 6 };
   let jsonOut: string | undefined;
   const num = (flag: string, v: string | undefined, min: number): number => {
     const n = Number(v);
@@ -133,6 +148,12 @@ function parseOptions(argv: string[]): Options | undefined {
       case "--no-sale":
         runSale = false;
         break;
+      case "--no-upstream":
+        runUp = false;
+        break;
+      case "--no-scheduler":
+        runSched = false;
+        break;
       case "--json-out":
         jsonOut = argv[++i];
         if (!jsonOut) throw new DemoError("--json-out needs a file name");
@@ -141,7 +162,18 @@ function parseOptions(argv: string[]): Options | undefined {
         throw new DemoError(`unknown option '${a}' (see --help)`);
     }
   }
-  return { sale, modes, market, runSale, runMarket: runMarketSim, jsonOut };
+  return {
+    sale,
+    modes,
+    market,
+    runSale,
+    runMarket: runMarketSim,
+    upstream,
+    scheduler,
+    runUpstream: runUp,
+    runScheduler: runSched,
+    jsonOut,
+  };
 }
 
 /** The command line that runs a TypeScript file on the runtime running this script. */
@@ -405,6 +437,8 @@ async function main(): Promise<number> {
 
     const sale: SaleResult[] = [];
     const market: MarketResult[] = [];
+    const upstream: UpstreamResult[] = [];
+    let scheduler: SchedulerResult | undefined;
     if (o.runSale) {
       process.stderr.write(`  starting ${o.sale.buyers} app servers\n`);
       const servers = new AppServers(redis.url, ns, o.sale, kids);
@@ -419,6 +453,17 @@ async function main(): Promise<number> {
         p.finish(`${int(r.purchases)} purchases, ${int(r.retries)} retries`);
         market.push(r);
       }
+    }
+
+    if (o.runUpstream) {
+      for (const v of UPSTREAM_VARIANTS) {
+        process.stderr.write(`  upstream: ${v} (${o.upstream.seconds} s)\n`);
+        upstream.push(await runUpstream(redis.url, ns, v, o.upstream));
+      }
+    }
+    if (o.runScheduler) {
+      process.stderr.write(`  scheduler: ${o.scheduler.processes} processes (${o.scheduler.seconds} s)\n`);
+      scheduler = await runScheduler(redis.url, ns, o.scheduler, kids);
     }
 
     const c = o.sale;
@@ -450,11 +495,65 @@ async function main(): Promise<number> {
         `another buyer bought the item first. consistent: funds are conserved and every purchase put one item ` +
         `in one inventory.\n`;
     }
+    if (upstream.length > 0) {
+      const u = o.upstream;
+      out += `\n## An upstream that takes ${u.limit} calls at once: ${u.callers} callers, ${u.callMs} ms calls, ` +
+        `${u.seconds} s per variant\n\n`;
+      out += markdown(
+        ["variant", "calls served", "refused (429)", "most in flight", "per caller (min–max)", "call p50 / p99"],
+        upstream.map((r) => [
+          r.variant,
+          int(r.served),
+          int(r.rejected),
+          String(r.maxInFlight),
+          `${int(r.minPerCaller)}–${int(r.maxPerCaller)}`,
+          `${ms(r.p50Ms)} / ${ms(r.p99Ms)}`,
+        ]),
+        [false, true, true, true, true, true],
+      );
+      out += `\nEach caller has its own Redis connection, as separate processes would. no limit: callers call at ` +
+        `once and retry a 429 after 10 ms; the upstream refuses every call beyond ${u.limit} (most in flight counts ` +
+        `the refused ones that arrived). polling semaphore: redis-semaphore Semaphore(${u.limit}) with its defaults ` +
+        `(it retries every 10 ms). redlease permits: withLock(..., { permits: ${u.limit} }): waiters queue and a ` +
+        `release wakes exactly one.\n`;
+    }
+    if (scheduler) {
+      const s = o.scheduler;
+      out += `\n## A leader-elected scheduler: ${s.processes} processes, one job per ${s.slotMs} ms slot, ` +
+        `${s.leaseMs} ms leadership lease, ${s.seconds} s\n\n`;
+      out += markdown(
+        ["terms", "jobs run", "slots missed", "late commits refused", "stale commits accepted", "handover after SIGKILL"],
+        [[
+          String(scheduler.terms),
+          int(scheduler.jobs),
+          int(scheduler.missedSlots),
+          int(scheduler.refused),
+          int(scheduler.staleAccepted),
+          ms(scheduler.handoverMs),
+        ]],
+        [true, true, true, true, true, true],
+      );
+      out += `\nEvery process campaigns (campaign()); the leader runs each slot's job (${WORK_MS} ms of work) and commits ` +
+        `it fenced by its term: a commit whose term is below the highest seen is refused. A third of the way in, ` +
+        `the leader is SIGSTOPped in a job's work for ${3 * s.leaseMs} ms (three leases): another is elected, and ` +
+        `the paused one's commit when it resumes is refused (late commits refused). Two thirds in, the leader is ` +
+        `SIGKILLed: the next candidate is elected when its lease's TTL ends (handover). Slots missed are those ` +
+        `of the two handovers. Stale commits accepted must be 0.\n`;
+    }
     process.stdout.write(out);
     if (o.jsonOut) {
       writeFileSync(
         o.jsonOut,
-        JSON.stringify({ sale: { config: c, results: sale }, market: { config: o.market, results: market } }, null, 2),
+        JSON.stringify(
+          {
+            sale: { config: c, results: sale },
+            market: { config: o.market, results: market },
+            upstream: { config: o.upstream, results: upstream },
+            scheduler: { config: o.scheduler, result: scheduler ?? null },
+          },
+          null,
+          2,
+        ),
       );
     }
     return 0;

@@ -31,9 +31,28 @@ interface MarketResult {
   consistent: boolean;
 }
 
+interface UpstreamResult {
+  variant: string;
+  served: number;
+  rejected: number;
+  maxInFlight: number;
+  minPerCaller: number;
+  maxPerCaller: number;
+}
+
+interface SchedulerResult {
+  terms: number;
+  jobs: number;
+  refused: number;
+  staleAccepted: number;
+  handoverMs: number;
+}
+
 interface Output {
   sale: { config: { items: number; requests: number }; results: SaleResult[] };
   market: { results: MarketResult[] };
+  upstream: { config: { limit: number }; results: UpstreamResult[] };
+  scheduler: { config: { leaseMs: number }; result: SchedulerResult | null };
 }
 
 function demo(args: string[], env: Record<string, string | undefined>) {
@@ -100,6 +119,27 @@ describe("demo (node)", () => {
     for (const m of out.market.results) assert.equal(m.consistent, true, `${m.variant} lost money or items`);
     for (const m of out.market.results.slice(1)) assert.ok(m.purchases > 0, `${m.variant}: no purchase`);
 
+    // The limited upstream: no limit overloads it; both semaphores keep to the limit; redlease serves every caller
+    // alike (first come, first served).
+    const up = new Map(out.upstream.results.map((x) => [x.variant, x]));
+    const limit = out.upstream.config.limit;
+    assert.ok(up.get("no limit")!.rejected > 0, JSON.stringify(up.get("no limit")));
+    for (const v of ["polling semaphore", "redlease permits"]) {
+      const x = up.get(v)!;
+      assert.equal(x.rejected, 0, `${v}: ${JSON.stringify(x)}`);
+      assert.ok(x.maxInFlight <= limit, `${v}: ${JSON.stringify(x)}`);
+      assert.ok(x.served > 0);
+    }
+    const rl = up.get("redlease permits")!;
+    assert.ok(rl.minPerCaller >= 0.8 * rl.maxPerCaller, `redlease permits were not shared fairly: ${JSON.stringify(rl)}`);
+    // The scheduler: three terms (the first, after the pause, after the kill), the paused leader's late commit
+    // refused, no stale commit accepted, and the handover within a few leases.
+    const s = out.scheduler.result!;
+    assert.ok(s.terms >= 3, JSON.stringify(s));
+    assert.ok(s.refused >= 1, `the paused leader's late commit was not refused: ${JSON.stringify(s)}`);
+    assert.equal(s.staleAccepted, 0, JSON.stringify(s));
+    assert.ok(s.handoverMs > 0 && s.handoverMs < 5 * out.scheduler.config.leaseMs, JSON.stringify(s));
+
     // The markdown tables on stdout.
     assert.match(r.stdout, /## Flash sale/);
     assert.match(
@@ -108,6 +148,8 @@ describe("demo (node)", () => {
     );
     assert.match(r.stdout, /\| redlease +\| +\d+ \| +(\d+) \/ \1 \| +0 \| +0 \| +0 \| +0 \| +0 \|/);
     assert.match(r.stdout, /## Market[\s\S]*\| WATCH\/MULTI retries[\s\S]*\| one market lease[\s\S]*\| lease per item/);
+    assert.match(r.stdout, /## An upstream that takes 4 calls at once[\s\S]*\| redlease permits +\| +[\d,]+ \| +0 \|/);
+    assert.match(r.stdout, /## A leader-elected scheduler[\s\S]*\| +late commits refused \|/);
     // Progress goes to stderr (one line per phase when it is not a terminal), and the server is gone.
     assert.match(r.stderr, /flash sale: redlease +done in/);
     const port = Number(/throwaway redis-server on port (\d+)/.exec(r.stderr)?.[1]);
