@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createCluster as createCluster5 } from "redis5";
-import { acquire, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { acquire, campaign, inspect, type Lease, LeaseKindError, LockTimeoutError, observe, proclaim, release } from "../mod.ts";
 import { type ClusterClient, sleep, startCluster, type StartedCluster } from "./_topology.ts";
 import { holdsOf } from "./_redis.ts";
 
@@ -56,6 +56,61 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
       assert.equal(calls("script\\|load"), 0, `master ${m.port}: nothing loaded up front`);
     }
     for (const l of leases) assert.equal(await release(l), true);
+  });
+
+  test("shared leases, permits, several names and an election work across the masters, woken by sharded pub/sub", async () => {
+    // Shared: a writer waits for the readers and is handed the lease by the last one's release.
+    const rw = fresh();
+    const readers = [await acquire(a, rw, { shared: true }), await acquire(b, rw, { shared: true })];
+    const writer = acquire(b, rw, { waitMs: 5_000 });
+    await sleep(100);
+    await release(readers[0]);
+    let t0 = performance.now();
+    await release(readers[1]);
+    const w = await writer;
+    assert.ok(performance.now() - t0 < 500, "woken by the release");
+    await release(w);
+    // Permits: a freed permit wakes the waiter; n must agree.
+    const pn = fresh();
+    const p1 = await acquire(a, pn, { permits: 1 });
+    await assert.rejects(acquire(b, pn, { permits: 2, waitMs: 0 }), LeaseKindError);
+    const p2 = acquire(b, pn, { permits: 1, waitMs: 5_000 });
+    await sleep(100);
+    t0 = performance.now();
+    await release(p1);
+    await release(await p2);
+    assert.ok(performance.now() - t0 < 500);
+    // Several names, on several masters: taken one by one in name order, all or nothing.
+    const names = Array.from({ length: 6 }, fresh);
+    const slots = new Set(names.map((x) => c.ownerOf(c.slotOf(`redlease:{${x}}`)).port));
+    assert.ok(slots.size > 1, "the names are on more than one master");
+    const all = await acquire(a, names);
+    await assert.rejects(acquire(b, [names[5], names[0]], { waitMs: 0 }), LockTimeoutError);
+    assert.equal((await inspect(a, names[5])).held, true);
+    const waiting = acquire(b, [names[5], names[0]], { waitMs: 5_000 });
+    await sleep(100);
+    await release(all);
+    await release(await waiting);
+    // An election: a resignation elects the waiting candidate; the observer hears of it by sharded pub/sub.
+    const el = fresh();
+    const stop = new AbortController();
+    const seen: Array<string | undefined> = [];
+    const watching = (async () => {
+      for await (const s of observe(b, el, { signal: stop.signal })) seen.push(s.leader);
+    })();
+    const first = await campaign(a, el, { value: "one" });
+    const second = campaign(b, el);
+    await sleep(100);
+    await release(first);
+    const next = await second;
+    assert.ok(next.fence > first.fence);
+    assert.equal(await proclaim(next, "two"), true);
+    const deadline = performance.now() + 2_000;
+    while (!seen.includes(next.owner) && performance.now() < deadline) await sleep(20);
+    assert.ok(seen.includes(first.owner) && seen.includes(next.owner), JSON.stringify(seen));
+    await release(next);
+    stop.abort();
+    await watching;
   });
 
   test("a waiter on another client is handed the lease by sharded pub/sub within a few ms", async () => {
