@@ -21,8 +21,12 @@
 --   'self': the caller writes it); otherwise the caller keeps `last` (dead entries consume fences).
 local function admit(h, q, s, d, pub, last, self, top, mode, n)
   local granted, now, first = false, now_us(), last
+  -- When the latest live hold expires: the set record lives as long.
+  local maxus = n > 0 and latest(s) or 0
   local function stop(r)
-    if mode and last ~= first then redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'KEEPTTL') end
+    if mode and last ~= first then
+      redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'PXAT', at_ms(maxus))
+    end
     return r, last, mode, n, granted
   end
   while true do
@@ -67,15 +71,16 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n)
         end
         if mf then
           -- A re-entry: one more hold, its expiry never shortened; it keeps the attempt of a grant still unclaimed.
-          put(s, d, owner, f, mu and ma or wid, mc + 1, mu, math.max(us, tonumber(redis.call('ZSCORE', s, owner))), kind)
+          us = math.max(us, tonumber(redis.call('ZSCORE', s, owner)))
+          put(s, d, owner, f, mu and ma or wid, mc + 1, mu, us, kind, false)
         else
-          put(s, d, owner, f, wid, 1, true, us, kind)
+          put(s, d, owner, f, wid, 1, true, us, kind, n == 0)
           n = n + 1
         end
         mode = kind
-        redis.call('SET', h, string.format('%d', last) .. '/' .. kind, 'KEEPTTL')
+        if us > maxus then maxus = us end
+        redis.call('SET', h, string.format('%d', last) .. '/' .. kind, 'PXAT', at_ms(maxus))
         first = last
-        stretch(h, latest(s))
       end
     end
     top = nil

@@ -9,12 +9,15 @@
 -- (the uncontended acquire does so by `EXISTS queue holders`). s and d live as long as the latest live hold; so does
 -- a set record, but never an exclusive record, which keeps its own TTL.
 -- purge(s, d, now): drops the holds that expired by `now`; returns how many are left.
--- holders(s, d, now): purge(), and the kind of the live holds (nil when none).
--- stretch(k, us): keeps key k alive at least until `us` (server µs), never shortening its TTL.
+-- holders(s, d, now, hint): purge(), and the kind of the live holds (nil when none): `hint` when given (the kind a
+--   set record names: it is the kind of the live holds while any live), else read from the first hold's record.
+-- at_ms(us): the PEXPIREAT / PXAT time (ms) at which something expiring at `us` (µs) has surely expired.
 -- earliest(s, now): ms until the first live hold expires (at least 1).
 -- latest(s): µs when the last live hold expires (0 when none).
 -- hold_of(d, owner): fence (number), attempt id, holds (number), unclaimed (boolean), kind of the owner's hold, or nil.
--- put(s, d, owner, f, a, c, unclaimed, us, kind): writes the owner's hold, expiring at `us`; s and d live as long.
+-- put(s, d, owner, f, a, c, unclaimed, us, kind, fresh): writes the owner's hold, expiring at `us`; s and d live as
+--   long. `fresh`: the caller counted no live hold before this one (so s and d are new: their TTL is set, not only
+--   lengthened); otherwise they have a TTL, and it is only lengthened.
 local function purge(s, d, now)
   local gone = redis.call('ZRANGEBYSCORE', s, '-inf', now)
   for i = 1, #gone, 1000 do
@@ -32,18 +35,17 @@ local function hold_of(d, owner)
   return tonumber(f), a, tonumber(c), u == '1', k
 end
 
-local function holders(s, d, now)
+local function holders(s, d, now, hint)
   local n = purge(s, d, now)
   if n == 0 then return 0, nil end
+  if hint then return n, hint end
   local first = redis.call('ZRANGE', s, 0, 0)
   local _, _, _, _, kind = hold_of(d, first[1])
   return n, kind
 end
 
-local function stretch(k, us)
-  local at = math.floor(us / 1000) + 1
-  local t = redis.call('PEXPIRETIME', k)
-  if t == -1 or (t >= 0 and t < at) then redis.call('PEXPIREAT', k, at) end
+local function at_ms(us)
+  return math.floor(us / 1000) + 1
 end
 
 local function earliest(s, now)
@@ -57,10 +59,15 @@ local function latest(s)
   return tonumber(last[2]) or 0
 end
 
-local function put(s, d, owner, f, a, c, unclaimed, us, kind)
+local function put(s, d, owner, f, a, c, unclaimed, us, kind, fresh)
   redis.call('ZADD', s, us, owner)
   redis.call('HSET', d, owner, string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':' ..
     (unclaimed and '1' or '') .. ':' .. kind)
-  stretch(s, us)
-  stretch(d, us)
+  if fresh then
+    redis.call('PEXPIREAT', s, at_ms(us))
+    redis.call('PEXPIREAT', d, at_ms(us))
+  else
+    redis.call('PEXPIREAT', s, at_ms(us), 'GT')
+    redis.call('PEXPIREAT', d, at_ms(us), 'GT')
+  end
 end

@@ -63,11 +63,10 @@ local now = tonumber(fresh)
 
 -- No exclusive holder: shared holds or permits may live (then the caller waits, or is refused); else the head of
 -- the live queue goes first, then the caller.
-local function take_free(last)
-  local n, mode = holders(s, d, now)
+local function take_free(last, hint)
+  local n, mode = holders(s, d, now, hint)
   if n > 0 then
-    redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'KEEPTTL')
-    stretch(h, latest(s))
+    redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'PXAT', at_ms(latest(s)))
     if mode ~= 's' then return '!' .. mode end
     if redis.call('ZSCORE', s, owner) then return '!upgrade' end
     return busy(earliest(s, now))
@@ -84,8 +83,8 @@ local function take_free(last)
   return f
 end
 
-local fence, gid, c, by, gowner = record(v)
-if not gowner then return take_free(fence) end
+local fence, gid, c, by, gowner, smode = record(v)
+if not gowner then return take_free(fence, smode) end
 if gowner == owner and gid == aid then
   -- This attempt holds it already (a retry, or a handoff whose message crossed this call): claim it.
   if by then redis.call('SET', h, held(fence, aid, c, nil, owner), 'PX', ms) end

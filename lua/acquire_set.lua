@@ -37,7 +37,7 @@ local function done(f)
   return f
 end
 
-local fence, gid, c, by, gowner = record(redis.call('GET', h))
+local fence, gid, c, by, gowner, smode = record(redis.call('GET', h))
 if gowner and by and now > by then
   -- An exclusive grant never claimed within its claim window: taken back (the admission below passes it on; shared
   -- holds of its owner stay).
@@ -57,13 +57,13 @@ if gowner then
   local mf, ma, mc = hold_of(d, owner)
   local exp = tonumber(redis.call('ZSCORE', s, owner)) or 0
   if mf and exp > now then
-    put(s, d, owner, mf, aid, ma == aid and mc or mc + 1, false, math.max(until_us, exp), 's')
+    put(s, d, owner, mf, aid, ma == aid and mc or mc + 1, false, math.max(until_us, exp), 's', false)
     return done(mf)
   end
-  put(s, d, owner, fence, aid, 1, false, until_us, 's')
+  put(s, d, owner, fence, aid, 1, false, until_us, 's', redis.call('EXISTS', s) == 0)
   return done(fence)
 end
-local n, mode = holders(s, d, now)
+local n, mode = holders(s, d, now, smode)
 if mode and mode ~= kind then return '!' .. mode end
 if mode then
   -- This owner's live hold: re-entered, or claimed by the attempt it was granted to (a retry, or a handoff whose
@@ -73,11 +73,11 @@ if mode then
   if mf then
     local exp = math.max(until_us, tonumber(redis.call('ZSCORE', s, owner)))
     if ma == aid then
-      put(s, d, owner, mf, aid, mc, false, exp, kind)
+      put(s, d, owner, mf, aid, mc, false, exp, kind, false)
     else
-      put(s, d, owner, mf, unclaimed and ma or aid, mc + 1, false, exp, kind)
+      put(s, d, owner, mf, unclaimed and ma or aid, mc + 1, false, exp, kind, false)
     end
-    stretch(h, exp)
+    redis.call('PEXPIREAT', h, at_ms(exp), 'GT')
     return done(mf)
   end
 end
@@ -95,9 +95,8 @@ if redis.call('EXISTS', q) == 1 then
   if r == 'self' then entry = '' end
 end
 local f = next_fence(fence, now)
-put(s, d, owner, f, aid, 1, false, until_us, kind)
-redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'KEEPTTL')
-stretch(h, latest(s))
+put(s, d, owner, f, aid, 1, false, until_us, kind, n == 0)
+redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'PXAT', at_ms(n == 0 and until_us or latest(s)))
 done(f)
 -- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits).
 if redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1) end

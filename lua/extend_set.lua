@@ -18,12 +18,13 @@ local exp = tonumber(redis.call('ZSCORE', s, ARGV[1]))
 if not exp or exp <= now then return 0 end
 local us = now + tonumber(ARGV[2]) * 1000
 if ARGV[5] == 'GT' and exp > us then us = exp end
-put(s, d, ARGV[1], mf, ma, mc, false, us, kind)
+put(s, d, ARGV[1], mf, ma, mc, false, us, kind, false)
 -- A set record lives as long as the holds (an exclusive record keeps its own TTL: a downgraded owner's).
 local v = redis.call('GET', h)
 local _f, _a, _c, _b, gowner = record(v)
-if not gowner then
-  if not v then redis.call('SET', h, string.format('%d', mf) .. '/' .. kind) end
-  stretch(h, us)
+if not v then
+  redis.call('SET', h, string.format('%d', mf) .. '/' .. kind, 'PXAT', at_ms(latest(s)))
+elseif not gowner then
+  redis.call('PEXPIREAT', h, at_ms(us), 'GT')
 end
 return 1

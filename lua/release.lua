@@ -41,8 +41,7 @@ local last, now = tonumber(f), now_us()
 local n, mode = holders(s, d, now)
 if n > 0 then
   -- The owner added shared holds while exclusive (a downgrade): they stay, and the lease is now shared.
-  redis.call('SET', h, f .. '/' .. mode, 'KEEPTTL')
-  stretch(h, latest(s))
+  redis.call('SET', h, f .. '/' .. mode, 'PXAT', at_ms(latest(s)))
 end
 local g, _r, _m, _n
 if top[1] then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], last, nil, top, mode, n) end

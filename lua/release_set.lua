@@ -30,10 +30,10 @@ if mc > 1 then
 end
 redis.call('ZREM', s, owner)
 redis.call('HDEL', d, owner)
-local fence, _, _, _, gowner = record(redis.call('GET', h))
+local fence, _, _, _, gowner, smode = record(redis.call('GET', h))
 -- An exclusive holder (the owner, whose downgrade this was) excludes everyone else still.
 if gowner then return 2 end
-local n, mode = holders(s, d, now)
+local n, mode = holders(s, d, now, smode)
 local last, g, _r, _n = fence, nil, nil, nil
 if redis.call('EXISTS', q) == 1 then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], fence, nil, nil, mode, n) end
 if g then return 3 end
