@@ -4,6 +4,8 @@
 // - shared + exclusive on one name (a read-write lock): never an exclusive holder together with another owner's hold;
 //   a downgrade shares the exclusive fence; an upgrade is refused with LeaseKindError;
 // - permits (n = 1…3): never more than n live holders; a re-entry takes no second permit.
+// - several names (one lease over 1–3 of 4 names): all or nothing — after every acquire, the owner holds either
+//   every name it asked for (a new lease) or none it did not hold before, and no name has two holders.
 // Every new hold's fence is above every fence handed out before. Expiry is forced deterministically (a set hold's
 // expiry moved to the past, an exclusive key's TTL to 1 ms). Reproduce a failure with the seed fast-check prints:
 //   MODEL_SEED=<seed> [MODEL_RUNS=<n>] node --import tsx --test tests/model_kinds.test.ts
@@ -178,6 +180,74 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
 
   test(`shared and exclusive holds by 6 owners match the model; never an exclusive holder with another (${RUNS} runs)`, async () => {
     await check(["x", "s"], 0);
+  });
+
+  test(`leases over several names by 6 owners: all or nothing, never two holders of a name (${RUNS} runs)`, async () => {
+    const NAMES = 4;
+    type NOp = { op: "acquire"; client: number; owner: number; names: number[] } | { op: "release"; pick: number };
+    const nop: fc.Arbitrary<NOp> = fc.oneof(
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          op: fc.constant("acquire" as const),
+          client: fc.nat(1),
+          owner: fc.nat(2),
+          names: fc.uniqueArray(fc.nat(NAMES - 1), { minLength: 1, maxLength: 3 }),
+        }),
+      },
+      { weight: 2, arbitrary: fc.record({ op: fc.constant("release" as const), pick: fc.nat(20) }) },
+    );
+    const property = fc.asyncProperty(fc.array(nop, { minLength: 1, maxLength: 25 }), async (ops) => {
+      const base = `model-names-${runtimeName()}-${Math.random().toString(36).slice(2, 10)}`;
+      const names = Array.from({ length: NAMES }, (_, i) => `${base}-${i}`);
+      const holder = new Map<string, { owner: string; count: number }>(); // name -> model owner, holds
+      const leases: Array<{ lease: Lease; owner: string; names: string[]; released: boolean }> = [];
+      try {
+        for (const [i, o] of ops.entries()) {
+          const step = `step ${i} ${JSON.stringify(o)}; model ${JSON.stringify([...holder])}`;
+          if (o.op === "acquire") {
+            const who = `${o.client}/${o.owner}`;
+            const want = o.names.map((k) => names[k]);
+            const free = want.every((x) => !holder.has(x) || holder.get(x)!.owner === who);
+            const got = await acquire(clients[o.client], want, { owner: OWNERS[o.owner], waitMs: 0, leaseMs: 60_000 })
+              .then((l) => l, (e: unknown) => e);
+            if (free) {
+              assert.ok(!(got instanceof Error), `${step}: expected a lease, got ${String(got)}`);
+              leases.push({ lease: got as Lease, owner: who, names: want, released: false });
+              for (const x of want) holder.set(x, { owner: who, count: (holder.get(x)?.count ?? 0) + 1 });
+            } else {
+              assert.ok(got instanceof LockTimeoutError, `${step}: expected busy, got ${String(got)}`);
+            }
+          } else if (leases.length > 0) {
+            const l = leases[o.pick % leases.length];
+            assert.equal(await release(l.lease), !l.released, `${step}: release`);
+            if (!l.released) {
+              for (const x of l.names) {
+                const h = holder.get(x)!;
+                if (--h.count === 0) holder.delete(x);
+              }
+            }
+            l.released = true;
+          }
+          for (const x of names) {
+            const info = await inspect(admin, x);
+            const m = holder.get(x);
+            assert.equal(info.owners.length, m ? 1 : 0, `${step}: ${x} holders ${JSON.stringify(info.owners)}`);
+            if (m) assert.equal(info.owners[0].holds, m.count, `${step}: ${x}`);
+            assert.equal(info.waiters, 0, `${step}: nothing queued for ${x}`);
+          }
+        }
+      } finally {
+        await Promise.allSettled(leases.map((l) => release(l.lease)));
+        await admin.del(names.flatMap((x) => [`redlease:{${x}}`, `redlease:{${x}}:q`]));
+      }
+    });
+    try {
+      await fc.assert(property, { numRuns: RUNS, seed: SEED });
+    } catch (e) {
+      const cause = (e as { cause?: unknown }).cause;
+      throw new Error(`${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`);
+    }
   });
 
   for (const n of [1, 3]) {

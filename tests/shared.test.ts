@@ -14,6 +14,7 @@ import {
   LeaseLostError,
   LockTimeoutError,
   release,
+  ReplicationError,
   resume,
   withLock,
 } from "../mod.ts";
@@ -169,6 +170,17 @@ describe("shared leases", () => {
     assert.equal(other.kind, "shared");
     assert.equal(await release(other), true);
     assert.equal(await release(held), false, "the hold was released by the process that took it over");
+  });
+
+  test("with replicas, a shared hold or permit that no replica acknowledges is given back (ReplicationError)", async () => {
+    const name = fresh();
+    for (const o of [{ shared: true }, { permits: 2 }]) {
+      await assert.rejects(
+        acquire(a, name, { ...o, replicas: 1, replicaTimeoutMs: 50 }),
+        (e) => e instanceof ReplicationError && e.acknowledged === 0,
+      );
+      assert.equal((await inspect(b, name)).held, false, `${JSON.stringify(o)}: nothing kept`);
+    }
   });
 
   test("bad input is rejected before any Redis command; Redlock refuses shared leases", async () => {
