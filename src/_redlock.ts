@@ -14,7 +14,7 @@ import { drift, grant, type Hold, type LeaseImpl, type Target } from "./_hold.ts
 import { acquireCall, attemptId, extendCall, holdId, keysOf, ownerFor, releaseCall } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
-import { LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
+import { LeaseKindError, LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
 
 class NodeTimeout extends Error {
   override name = "NodeTimeout";
@@ -71,7 +71,7 @@ export class RedlockGroup implements Target {
     const t0 = performance.now();
     const fences = nodeFences.get(hold);
     const rs = await this.all((st, i) =>
-      extendCall(st, hold.keys, { kind: "x", owner: hold.owner, ms, fence: fenceOn(hold, i), reestablish: true, exact }, bound).then(
+      extendCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, ms, fence: fenceOn(hold, i), reestablish: true, exact }, bound).then(
         (r) => {
           if (typeof r === "boolean") return r ? 1 : 0;
           if (fences) fences[i] = r.fence; // re-established: this node's fence for the hold from now on
@@ -86,7 +86,9 @@ export class RedlockGroup implements Target {
   }
 
   async release(hold: Hold, bound: Bound): Promise<boolean> {
-    const rs = await this.all((st, i) => releaseCall(st, hold.keys, { kind: "x", owner: hold.owner, fence: fenceOn(hold, i) }, bound));
+    const rs = await this.all((st, i) =>
+      releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound)
+    );
     return rs.filter((r) => typeof r === "string" && r !== "not-held").length >= this.quorum;
   }
 }
@@ -125,14 +127,14 @@ export async function acquireRedlock(
       const sent = group.all((st, i) =>
         typeof rs?.[i] === "number" && (rs[i] as number) <= 0
           ? Promise.resolve(0)
-          : releaseCall(st, keys, { kind: "x", owner, attempt })
+          : releaseCall(st, keys, { kind: o.kind, owner, attempt })
       );
       const left = o.signal?.aborted ? ABORT_CLEANUP_MS : bound.until - performance.now();
       await Promise.race([sent, nap(Math.max(0, left), undefined)]);
     };
     let replies: unknown[];
     try {
-      replies = await bounded(group.all((st) => acquireCall(st, keys, { kind: "x", owner, ms: o.ms, attempt }, nodeBound)), bound);
+      replies = await bounded(group.all((st) => acquireCall(st, keys, { kind: o.kind, owner, ms: o.ms, attempt }, nodeBound)), bound);
     } catch (e) {
       await undo();
       if (o.signal?.aborted) throw o.signal.reason;
@@ -146,9 +148,9 @@ export async function acquireRedlock(
     // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
     if (fences.length >= group.quorum && o.ms - (performance.now() - t0) - drift(o.ms) > 0) {
       // Reentrant: keep the live hold's fence even if a master that did not grant it before grants it now.
-      const held = group.holds.get(holdId(keys, owner, "x"));
+      const held = group.holds.get(holdId(keys, owner, o.kind));
       const fence = held && held.active ? held.fence : Math.max(...fences);
-      const lease = grant(group, { kind: "x", keys, name: o.name, owner, fence, deadline: t0 + o.ms - drift(o.ms) }, o);
+      const lease = grant(group, { kind: o.kind, keys, name: o.name, owner, fence, deadline: t0 + o.ms - drift(o.ms) }, o);
       if (lease) {
         const now = rs.map((r) => (typeof r === "number" && r > 0 ? r : undefined));
         const known = nodeFences.get(lease.hold);
@@ -160,6 +162,9 @@ export async function acquireRedlock(
     }
     await undo(rs);
     const errors = rs.filter((r) => r instanceof Error);
+    // A lease held in a way this request cannot join (on a majority): waiting cannot help.
+    const refused = errors.filter((e) => e instanceof LeaseKindError);
+    if (refused.length >= group.quorum) throw new LeaseKindError(o.name, (refused[0] as LeaseKindError).why, (refused[0] as LeaseKindError).found);
     const busy = rs.filter((r): r is number => typeof r === "number" && r <= 0).map((r) => -1 - r);
     const left = deadline - performance.now();
     if (left <= 0) {

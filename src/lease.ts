@@ -95,7 +95,7 @@ export interface AcquireOptions extends KeyOptions {
    * run of shared waiters at the head of the queue at once. An exclusive holder may add a shared hold (a downgrade:
    * it shares the exclusive hold's fence and outlives it if released later); a shared holder asking for an exclusive
    * hold gets {@linkcode LeaseKindError} at once instead of a deadlock. Every shared hold has its own fence, signal,
-   * watchdog or fixed lease, and frees with its TTL if its holder dies.
+   * watchdog or fixed lease, and frees with its TTL if its holder dies. Works on a Redlock group too.
    * @default {false}
    * @example Readers share a report; the nightly rebuild waits for them and excludes them while it writes
    * ```ts
@@ -109,7 +109,8 @@ export interface AcquireOptions extends KeyOptions {
    * fence, signal, watchdog or fixed lease and local deadline; a dead holder's permit frees with its TTL (as
    * Redisson's RPermitExpirableSemaphore). Freeing a permit wakes exactly one waiter, first come, first served.
    * Every caller must agree on the number while the lease is in use: another number, or an exclusive or shared
-   * request while permits are held, gets {@linkcode LeaseKindError}. Integer from 1 to 1000000; not with `shared`.
+   * request while permits are held, gets {@linkcode LeaseKindError}. Integer from 1 to 1000000; not with `shared`,
+   * nor on a Redlock group (a majority per permit does not bound the holders: `TypeError`).
    * @default {undefined}
    * @example At most 4 concurrent calls to an upstream, across every process
    * ```ts

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { acquire, inspect, LeaseLostError, LockTimeoutError, QuorumError, release } from "../mod.ts";
+import { acquire, inspect, LeaseKindError, LeaseLostError, LockTimeoutError, QuorumError, release } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Client, type RedisServer, runProcess, runtimeArgs, sleep, startRedis } from "./_redis.ts";
 
@@ -34,6 +34,29 @@ describe("Redlock over 5 independent masters", () => {
   });
   after(async () => {
     await Promise.all(servers.map((s) => s.stop()));
+  });
+
+  test("shared leases by Redlock: readers coexist on every master, a writer waits for them; permits are refused", async () => {
+    const name = fresh();
+    const r1 = await acquire(redlock(a), name, { shared: true, waitMs: 0 });
+    const r2 = await acquire(redlock(b), name, { shared: true, waitMs: 0 });
+    assert.equal(r1.kind, "shared");
+    for (const c of a) assert.equal((await inspect(c, name)).owners.length, 2, "both readers on every master");
+    await assert.rejects(acquire(redlock(b), name, { waitMs: 0 }), LockTimeoutError);
+    const w = acquire(redlock(b), name, { waitMs: 5_000, retryDelayMs: 20 });
+    await sleep(100);
+    assert.equal(await release(r1), true);
+    assert.equal(await release(r2), true);
+    const writer = await w;
+    assert.equal(writer.kind, "exclusive");
+    await assert.rejects(acquire(redlock(a), name, { shared: true, waitMs: 0 }), LockTimeoutError);
+    await release(writer);
+    // Permits: a majority per permit does not bound the holders.
+    await assert.rejects(acquire(redlock(a), name, { permits: 2 }), TypeError);
+    // A lease held as permits on the masters: a shared request is refused at once, not waited for.
+    const p = await Promise.all(a.map((c) => acquire(c, `${name}-p`, { permits: 2 })));
+    await assert.rejects(acquire(redlock(b), `${name}-p`, { shared: true, waitMs: 5_000 }), LeaseKindError);
+    for (const l of p) await release(l);
   });
 
   test("acquire() with 5 clients holds the lease on every node; release() frees all of them", async () => {
