@@ -5,13 +5,16 @@
 -- KEYS[3]  the holder set, and KEYS[4] its records: every shared hold and permit is removed as well
 -- ARGV[1]  how long the grant record outlives the unlock, ms
 -- ARGV[2]  publish command: PUBLISH or SPUBLISH
--- Returns  0 when the lease was not held, 1 when it was freed, 2 when it was freed and handed to a waiter.
+-- Returns  0 when the lease was not held, 1 when it was freed, 2 when it was freed and handed to a waiter. Tells
+--          observers of an election on this name (lua/proclaim.lua) when it was held.
 -- @include _handoff.lua
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local fence, _, _, _, owner = record(redis.call('GET', h))
 local n = purge(s, d, now_us())
 if not owner and n == 0 then return 0 end
 redis.call('DEL', s, d)
+-- Observers of an election on this name (see proclaim.lua) read its state again.
+redis.call(ARGV[2], h .. ':o', string.format('%d', fence))
 local _r, last, _m, _n, g = admit(h, q, s, d, ARGV[2], fence, nil, nil, nil, 0)
 if g then return 2 end
 redis.call('SET', h, string.format('%d', last), 'PX', ARGV[1])

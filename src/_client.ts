@@ -54,7 +54,10 @@ export function bounded<T, R = T>(
       }
     };
     const onAbort = () => settle(true, s!.reason);
-    if (s?.aborted) return onAbort();
+    if (s?.aborted) {
+      p.then(undefined, () => {}); // sent already: its failure is nobody's now, and must not go unhandled
+      return onAbort();
+    }
     if (b && b.until !== Infinity) {
       const ms = Math.max(0, Math.round(b.until - performance.now()));
       // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
@@ -127,6 +130,8 @@ export class ClientState implements Target {
   readonly id: string = crypto.randomUUID().replaceAll("-", "");
   readonly holds: Map<string, Hold> = new Map();
   readonly resumable = true;
+  /** Run when the subscriber connection is back after a drop (messages may have been lost): observers re-read. */
+  readonly resubscribed: Set<() => void> = new Set();
   /** What owner strings given to this client are scoped by (see scopedOwner). */
   readonly scope: string = this.id;
   /** The command release scripts notify waiters with. */
@@ -139,6 +144,7 @@ export class ClientState implements Target {
   constructor(readonly driver: Driver) {
     this.publish = driver.sharded ? "SPUBLISH" : "PUBLISH";
     driver.onResubscribed?.(() => {
+      for (const fn of this.resubscribed) fn();
       for (const c of this.#channels.values()) for (const [attempt, fn] of c.waiters) fn({ kind: "check", attempt });
     });
   }

@@ -75,8 +75,11 @@ export class Hold {
   #watchdog: boolean;
   #claimAt: number | undefined;
   #fenceText: string | undefined;
-  /** Run when this process's hold ends (final release or loss), after the release command; made on first use. */
-  onEnd: Array<() => void> | undefined;
+  /**
+   * Run when this process's hold ends (final release or loss), after the release command; made on first use. A
+   * final release settles once what they return has settled (an election's announcement of its end, say).
+   */
+  onEnd: Array<() => unknown> | undefined;
 
   constructor(
     readonly target: Target,
@@ -206,10 +209,11 @@ export class Hold {
     else this.lose("not-held");
   }
 
-  ended(): void {
+  ended(): Promise<unknown> | undefined {
     const fns = this.onEnd;
     this.onEnd = undefined;
-    fns?.forEach((fn) => fn());
+    const out = fns?.map((fn) => fn()).filter((r) => r instanceof Promise);
+    return out?.length ? Promise.all(out).catch(() => {}) : undefined;
   }
 
   lose(why: LeaseLossReason, cause?: unknown): void {
@@ -330,7 +334,7 @@ export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boo
   // Sent before the hold stops, so that the call's bound takes the shared timer over from the hold's renewal.
   const sent = hold.target.release(hold, { until, name: hold.name });
   if (hold.handles.length === 0) hold.stop();
-  lease.releasing = hold.onEnd ? sent.finally(() => hold.handles.length === 0 && hold.ended()) : sent;
+  lease.releasing = hold.onEnd ? sent.finally(() => hold.handles.length === 0 ? hold.ended() : undefined) : sent;
   // Set before the signal aborts: a listener that releases this handle too must find it released.
   lease.end(released ??= new DOMException("Lease released", "AbortError"));
   return lease.releasing;

@@ -3,6 +3,7 @@ import { type RedisLike, stateOf } from "./_client.ts";
 import { releaseHandle } from "./_hold.ts";
 import { keysOf, proclaimCall } from "./_protocol.ts";
 import { checkValue, fail, resolveAcquire } from "./_validate.ts";
+import { LockTimeoutError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
 
@@ -56,25 +57,39 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
   checkClient(op, client);
   const { value, ...rest } = options ?? {};
   if (value !== undefined) checkValue(op, value);
-  const o = resolveAcquire(op, name, { waitMs: Infinity, ...rest }, ownerOf);
+  let o = resolveAcquire(op, name, { waitMs: Infinity, ...rest }, ownerOf);
   if (o.kind !== "x") fail(op, "options", "cannot ask for a shared lease or permits", options);
-  const lease = await acquireResolved(client, o);
   const st = stateOf(client);
   const keys = keysOf(o.prefix, name);
-  const hold = lease.hold;
-  // Observers hear of the end of this term (resigned or lost) from this process too, when it can still tell them.
-  (hold.onEnd ??= []).push(() => {
-    void proclaimCall(st, keys, {}, { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, name }).catch(() => {});
-  });
-  const bound = { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal: o.signal, name };
-  try {
-    await proclaimCall(st, keys, { owner: hold.owner, term: hold.fenceText, value }, bound);
-  } catch (e) {
-    if (value !== undefined) {
-      await releaseHandle(lease).catch(() => {});
-      throw e;
+  const until = performance.now() + o.waitMs;
+  for (;;) {
+    const lease = await acquireResolved(client, o);
+    const hold = lease.hold;
+    // Observers hear of the end of this term (resigned or lost) from this process too; a release waits for it.
+    (hold.onEnd ??= []).push(() =>
+      proclaimCall(st, keys, {}, { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, name }).catch(() => {})
+    );
+    // Elected: the signal no longer applies (as for acquire, it cancels the wait, not a held lease).
+    let proclaimed: boolean;
+    try {
+      proclaimed = await proclaimCall(st, keys, { owner: hold.owner, term: hold.fenceText, value }, {
+        until: performance.now() + DEFAULT_CALL_TIMEOUT_MS,
+        name,
+      });
+    } catch (e) {
+      if (value !== undefined) {
+        await releaseHandle(lease).catch(() => {});
+        throw e;
+      }
+      // Only the announcement failed: observers still learn of the term when they next read (their timers).
+      return lease;
     }
-    // Only the announcement failed: observers still learn of the term when they next read (their timers).
+    if (proclaimed) return lease;
+    // Lost between the grant and the proclamation (expired, force-unlocked): not elected after all. Campaign on.
+    hold.lose("not-held");
+    const left = until - performance.now();
+    if (left <= 0) throw new LockTimeoutError(name, -1, o.waitMs);
+    o.signal?.throwIfAborted();
+    o = { ...o, waitMs: left === Infinity ? Infinity : Math.ceil(left) };
   }
-  return lease;
 }

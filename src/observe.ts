@@ -10,7 +10,10 @@ import type { KeyOptions } from "./lease.ts";
 export interface LeaderState {
   /** The leader's owner string (see `Lease.owner`), or undefined while nobody leads. */
   readonly leader: string | undefined;
-  /** The leader's term (its lease's fence); while nobody leads, the latest term Redis still keeps, or 0. */
+  /**
+   * The leader's term (its lease's fence); while nobody leads, the latest term known (Redis keeps the last fence for a
+   * while after a release; an observer keeps the last term it saw), or 0.
+   */
   readonly term: number;
   /** The value the leader proclaimed in this term, or undefined. */
   readonly value: string | undefined;
@@ -87,13 +90,16 @@ async function* watch(
     told = true;
     wake?.();
   };
-  let subscribed = false;
+  let subscribing: Promise<void> | undefined;
   const bound = () => ({ until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal, name });
+  // Messages sent while the subscriber connection was down are lost: read again once it is back.
+  st.resubscribed.add(listener);
   try {
     if (driver.subscribe && !signal?.aborted) {
-      await bounded(driver.subscribe(channel, listener), bound());
-      subscribed = true;
+      subscribing = driver.subscribe(channel, listener);
+      await bounded(subscribing, bound());
     }
+    const subscribed = subscribing !== undefined;
     const heartbeat = pollMs ?? (subscribed ? 30_000 : 1_000);
     let last: LeaderState | undefined;
     while (!signal?.aborted) {
@@ -101,7 +107,8 @@ async function* watch(
       const r = await leaderCall(st, keys, bound());
       const now: LeaderState = {
         leader: r.owner,
-        term: r.term,
+        // While nobody leads, the latest term known: Redis forgets it after a while, which is not a change.
+        term: r.owner === undefined && last?.leader === undefined && last && r.term < last.term ? last.term : r.term,
         value: r.value,
         remainingMs: r.owner === undefined ? 0 : Math.max(0, r.pttl),
       };
@@ -118,6 +125,10 @@ async function* watch(
     if (signal?.aborted) return;
     throw e;
   } finally {
-    if (subscribed) await driver.unsubscribe?.(channel, listener).catch(() => {});
+    st.resubscribed.delete(listener);
+    // Unsubscribe once subscribed, even if the wait for it was given up (it may still complete).
+    if (subscribing) {
+      await bounded(subscribing.then(() => driver.unsubscribe?.(channel, listener)), bound()).catch(() => {});
+    }
   }
 }

@@ -15,6 +15,10 @@ import {
   release,
 } from "../mod.ts";
 import { upstash } from "../src/adapters/http.ts";
+import { nodeRedisDriver } from "../src/_node_redis.ts";
+import { proclaim as PROCLAIM } from "../src/_scripts.ts";
+import type { Driver } from "../src/driver.ts";
+import { forceUnlock } from "../mod.ts";
 import { startHttpBridge } from "./_http_bridge.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
@@ -164,3 +168,85 @@ describe("leader election", () => {
     await release(lease);
   });
 });
+
+// Found by an adversarial review: each failed before its fix.
+describe("leader election: edge cases", () => {
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("a candidate that loses its lease before its proclamation is not elected: it campaigns on", async () => {
+    const name = fresh();
+    const base = nodeRedisDriver(a);
+    let once = true;
+    const driver: Driver = {
+      evalScript: async (sha, keys, args, signal) => {
+        if (sha === PROCLAIM.sha && args[0] !== "" && once) {
+          once = false;
+          await forceUnlock(b, name); // lost between the grant and the proclamation
+        }
+        return base.evalScript(sha, keys, args, signal);
+      },
+      evalSource: (src, keys, args, signal) => base.evalSource!(src, keys, args, signal),
+      loadScript: (src, key, signal) => base.loadScript(src, key, signal),
+      subscribe: (c, l) => base.subscribe!(c, l),
+      unsubscribe: (c, l) => base.unsubscribe!(c, l),
+    };
+    const leader = await campaign(driver, name, { value: "v", waitMs: 5_000 });
+    assert.equal(once, false, "the first proclamation found the lease gone");
+    assert.equal(leader.signal.aborted, false);
+    const w = watchAll(b, name);
+    const s = await w.until(() => true);
+    assert.deepEqual([s.leader, s.value], [leader.owner, "v"], "elected, with its value, on the second try");
+    await w.stop();
+    await release(leader);
+  });
+
+  test("an observer aborted while it subscribes leaves no subscription behind", async () => {
+    const name = fresh();
+    const stop = new AbortController();
+    const it = observe(b, name, { signal: stop.signal });
+    const first = it.next();
+    stop.abort();
+    assert.equal((await first).done, true);
+    await sleep(100);
+    const [, count] = await a.sendCommand(["PUBSUB", "NUMSUB", `redlease:{${name}}:o`]) as [string, number];
+    assert.equal(Number(count), 0);
+  });
+
+  test("a resignation is announced before release() resolves: a client that disconnects at once still tells observers", async () => {
+    const name = fresh();
+    const c = await srv.client();
+    const leader = await campaign(c, name, { watchdogMs: 20_000 });
+    const w = watchAll(b, name);
+    await w.until((s) => s.leader === leader.owner);
+    const t0 = performance.now();
+    await release(leader);
+    await c.disconnect();
+    await w.until((s) => s.leader === undefined, 2_000);
+    assert.ok(performance.now() - t0 < 1_500);
+    await w.stop();
+  });
+
+  test("a forceUnlock is announced; once nobody leads, the term shown does not go back when Redis forgets it", async () => {
+    const name = fresh();
+    const leader = await campaign(a, name, { watchdogMs: 20_000 });
+    const w = watchAll(b, name); // reads again on a message, at the TTL's end (20 s) or every 30 s
+    await w.until((s) => s.leader === leader.owner);
+    assert.equal(await forceUnlock(a, name), true);
+    await w.until((s) => s.leader === undefined, 1_500);
+    await w.stop();
+    const polling = watchAll(b, name, { pollMs: 50 });
+    await polling.until((s) => s.leader === undefined);
+    await a.pExpire(`redlease:{${name}}`, 1); // the kept fence expires
+    await sleep(300); // several reads
+    await polling.stop();
+    assert.deepEqual(polling.seen.map((s) => s.term), [leader.fence], JSON.stringify(polling.seen));
+  });
+});
+
