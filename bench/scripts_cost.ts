@@ -104,9 +104,11 @@ async function measure(
 const owner = (i: number) => `${(i * 2654435761 >>> 0).toString(16).padStart(8, "0")}-1111-4111-8111-111111111111`;
 const waiter = (i: number) => `${(i * 2654435761 >>> 0).toString(16).padStart(8, "0")}-2222-4222-8222-222222222222`;
 const K = (p: string, i: number) => [`redlease:{${p}${i}}`, `redlease:{${p}${i}}:q`];
+/** redlease's scripts take the holder set and its records too (lua/_holders.lua). */
+const KR = (p: string, i: number) => [...K(p, i), `redlease:{${p}${i}}:s`, `redlease:{${p}${i}}:d`];
 const cid = "c".repeat(32);
 const wid = (i: number) => waiter(i).replaceAll("-", "");
-const entry = (i: number) => `${cid}|${wid(i)}|30000|1000|${waiter(i)}`;
+const entry = (i: number) => `${cid}|${wid(i)}|30000|1000|x|${waiter(i)}`;
 const aid = (i: number) => `a${wid(i)}`;
 
 try {
@@ -139,35 +141,35 @@ try {
     // ARGV as src/_protocol.ts builds them: acquire (owner, ms, attempt id, queue entry, queue ttl, publish command);
     // release (owner, fence retention ms, publish command, fence of the hold, attempt id to undo, queue entry).
     const fa = await measure("acquire.lua: free (uncontended acquire)", (i) => [
-      "EVALSHA", ACQUIRE.sha, "2", ...K(`a${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
+      "EVALSHA", ACQUIRE.sha, "4", ...KR(`a${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
     ], (r) => num(r) > 0);
     await measure("release.lua: last hold, no waiter (uncontended release)", (i) => [
-      "EVALSHA", RELEASE.sha, "2", ...K(`a${run}:`, i), owner(i), "10000", "PUBLISH", String(fa[i]), "", "",
+      "EVALSHA", RELEASE.sha, "4", ...KR(`a${run}:`, i), owner(i), "10000", "PUBLISH", String(fa[i]), "", "",
     ], (r) => num(r) === 2);
     // Contended: hold b<i> by owner(i), then a waiter queues, then the holder releases and hands over.
     const fb = await all((i) => [
-      "EVALSHA", ACQUIRE.sha, "2", ...K(`b${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
+      "EVALSHA", ACQUIRE.sha, "4", ...KR(`b${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
     ]);
     await measure("acquire.lua: held by another, queue the waiter", (i) => [
-      "EVALSHA", ACQUIRE.sha, "2", ...K(`b${run}:`, i), waiter(i), "30000", wid(i), entry(i), "30000", "PUBLISH",
+      "EVALSHA", ACQUIRE.sha, "4", ...KR(`b${run}:`, i), waiter(i), "30000", wid(i), entry(i), "30000", "PUBLISH",
     ], (r) => Array.isArray(r) && num(r[0]) < 0);
     await measure("release.lua: last hold, hand over to the queued waiter", (i) => [
-      "EVALSHA", RELEASE.sha, "2", ...K(`b${run}:`, i), owner(i), "10000", "PUBLISH", String(fb[i]), "", "",
+      "EVALSHA", RELEASE.sha, "4", ...KR(`b${run}:`, i), owner(i), "10000", "PUBLISH", String(fb[i]), "", "",
     ], (r) => num(r) === 3);
     // B3's usual case: the lease was handed over and its new holder has not claimed it (it releases first), when
     // the previous holder queues again.
     const third = (i: number) => waiter(i).replace("2222-4222-8222", "3333-4333-8333");
     const fc = await all((i) => [
-      "EVALSHA", ACQUIRE.sha, "2", ...K(`c${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
+      "EVALSHA", ACQUIRE.sha, "4", ...KR(`c${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
     ]);
     await all((i) => [
-      "EVALSHA", ACQUIRE.sha, "2", ...K(`c${run}:`, i), waiter(i), "30000", wid(i),
-      `${cid}|${wid(i)}|30000|30000|${waiter(i)}`, "30000", "PUBLISH",
+      "EVALSHA", ACQUIRE.sha, "4", ...KR(`c${run}:`, i), waiter(i), "30000", wid(i),
+      `${cid}|${wid(i)}|30000|30000|x|${waiter(i)}`, "30000", "PUBLISH",
     ]);
-    await all((i) => ["EVALSHA", RELEASE.sha, "2", ...K(`c${run}:`, i), owner(i), "10000", "PUBLISH", String(fc[i]), "", ""]);
+    await all((i) => ["EVALSHA", RELEASE.sha, "4", ...KR(`c${run}:`, i), owner(i), "10000", "PUBLISH", String(fc[i]), "", ""]);
     await measure("acquire.lua: handed over, not yet claimed, queue another waiter", (i) => [
-      "EVALSHA", ACQUIRE.sha, "2", ...K(`c${run}:`, i), third(i), "30000", `t${wid(i)}`,
-      `${cid}|t${wid(i)}|30000|1000|${third(i)}`, "30000", "PUBLISH",
+      "EVALSHA", ACQUIRE.sha, "4", ...KR(`c${run}:`, i), third(i), "30000", `t${wid(i)}`,
+      `${cid}|t${wid(i)}|30000|1000|x|${third(i)}`, "30000", "PUBLISH",
     ], (r) => Array.isArray(r) && num(r[0]) < 0);
     // The fair floors, the same way: hold, queue a waiter, hand over.
     await all((i) => ["SET", K(`l${run}:`, i)[0], owner(i), "PX", "30000"]);

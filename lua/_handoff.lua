@@ -4,11 +4,11 @@
 -- @include _holders.lua
 -- The queue is a sorted set: entry -> server µs when queued. An entry is
 --   "<client id>|<attempt id>|<lease ms>|<claim ms>|<kind>|<owner>", kind "x" (exclusive), "s" (shared) or "p<n>".
--- admit(h, q, s, d, pub, last, self, top, mode, n): grants waiters from the head of the queue, oldest first, while
+-- admit(h, q, s, d, pub, last, self, top, mode, n, now): grants waiters from the head of the queue, oldest first, while
 --   each can proceed: an exclusive waiter when nothing is held (and then it stops), a shared waiter while the lease
 --   is free or shared, a permit waiter while the lease is free or fewer than its n permits are taken. The caller
 --   passes the state with no exclusive holder: `mode` nil (free) or the kind of the live holds, with `n` of them;
---   `last` is the latest fence; `top` a ZPOPMIN reply it popped already, if any. An entry whose client has no
+--   `last` is the latest fence; `top` a ZPOPMIN reply it popped already, if any; `now` the server µs, if read already. An entry whose client has no
 --   subscriber (PUBLISH returns 0) is dead and dropped (it consumes a fence), and so is a member that is not an entry.
 --   A waiter is told by "<attempt id>:<fence>:<queued µs>:<granted µs>" on its client's channel; its grant is its own
 --   unclaimed until its claim window ends (or its lease, if shorter), when it lapses and passes on. A set waiter
@@ -19,8 +19,9 @@
 --   'blocked' (the head waits) or 'empty' (the queue ran out); granted is the ms until the first grant made lapses
 --   unclaimed, or false when none was made. In a set mode the lease key is left with the new `last` (except on
 --   'self': the caller writes it); otherwise the caller keeps `last` (dead entries consume fences).
-local function admit(h, q, s, d, pub, last, self, top, mode, n)
-  local granted, now, first = false, now_us(), last
+local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
+  local granted, first = false, last
+  now = now or now_us()
   -- When the latest live hold expires: the set record lives as long.
   local maxus = n > 0 and latest(s) or 0
   local function stop(r)

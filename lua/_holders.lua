@@ -36,6 +36,8 @@ local function hold_of(d, owner)
 end
 
 local function holders(s, d, now, hint)
+  -- (Most leases have no holder set: one call tells.)
+  if redis.call('EXISTS', s) == 0 then return 0, nil end
   local n = purge(s, d, now)
   if n == 0 then return 0, nil end
   if hint then return n, hint end

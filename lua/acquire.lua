@@ -73,7 +73,7 @@ local function take_free(last, hint)
   end
   if redis.call('EXISTS', q) == 1 then
     local r, g, _m, _n
-    r, last, _m, _n, g = admit(h, q, s, d, pub, last, aid, nil, nil, 0)
+    r, last, _m, _n, g = admit(h, q, s, d, pub, last, aid, nil, nil, 0, now)
     if g then return busy(g) end
     if r == 'self' then entry = '' end
   end

@@ -86,7 +86,7 @@ if cap and n >= cap then return busy(earliest(s, now)) end
 -- FIFO: queued waiters go first; the run admitted may reach this caller, or empty the queue.
 if redis.call('EXISTS', q) == 1 then
   local r, g
-  r, fence, mode, n, g = admit(h, q, s, d, pub, fence, aid, nil, mode, n)
+  r, fence, mode, n, g = admit(h, q, s, d, pub, fence, aid, nil, mode, n, now)
   if (r ~= 'self' and r ~= 'empty') or (mode and mode ~= kind) or (cap and n >= cap) then
     if g then return busy(g) end
     if n > 0 then return busy(earliest(s, now)) end
@@ -99,5 +99,5 @@ put(s, d, owner, f, aid, 1, false, until_us, kind, n == 0)
 redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'PXAT', at_ms(n == 0 and until_us or latest(s)))
 done(f)
 -- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits).
-if redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1) end
+if redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1, now) end
 return f

@@ -4,7 +4,7 @@
 -- KEYS[1]  lease key
 -- KEYS[2]  wait queue
 -- KEYS[3]  the holder set, and KEYS[4] its records (see _holders.lua): the owner may hold shared holds too, which
---          stay (the lease is then shared)
+--          stay (the lease is then shared: waiters that can join them are admitted)
 -- ARGV[1]  owner
 -- ARGV[2]  how long the grant record outlives the final release, ms
 -- ARGV[3]  publish command: PUBLISH (single node) or SPUBLISH (cluster)
@@ -28,11 +28,12 @@ if c ~= '1' then
   redis.call('SET', h, f .. ':' .. a .. ':' .. (c - 1) .. ':' .. by .. ':' .. o, 'KEEPTTL')
   return 1
 end
--- The last hold. No number conversions and no closures until a waiter or a shared hold is found.
+-- The last hold. No number conversions and no closures until a waiter is found.
 local top = redis.call('ZPOPMIN', q)
-if not top[1] and redis.call('EXISTS', s) == 0 then
+if not top[1] then
   -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
-  -- burst of grants may have run the fence ahead of the clock).
+  -- burst of grants may have run the fence ahead of the clock). Shared holds the owner added while exclusive (a
+  -- downgrade) stay in the holder set, and every path that finds the lease free counts them (_holders.lua).
   redis.call('SET', h, f, 'PX', ARGV[2])
   return 2
 end
@@ -44,7 +45,7 @@ if n > 0 then
   redis.call('SET', h, f .. '/' .. mode, 'PXAT', at_ms(latest(s)))
 end
 local g, _r, _m, _n
-if top[1] then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], last, nil, top, mode, n) end
+if top[1] then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], last, nil, top, mode, n, now) end
 if g then return 3 end
 if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
 return 2

@@ -35,7 +35,7 @@ local fence, _, _, _, gowner, smode = record(redis.call('GET', h))
 if gowner then return 2 end
 local n, mode = holders(s, d, now, smode)
 local last, g, _r, _n = fence, nil, nil, nil
-if redis.call('EXISTS', q) == 1 then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], fence, nil, nil, mode, n) end
+if redis.call('EXISTS', q) == 1 then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], fence, nil, nil, mode, n, now) end
 if g then return 3 end
 if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
 return 2
