@@ -419,7 +419,7 @@ export function analyze(input: AnalyzeInput): Analysis {
 
   // Grant order, idle and unaware checks reason about one holder at a time: exclusive kinds only.
   const tl = spec.kind === "shared" || spec.kind === "permits"
-    ? timeline(input, [], [])
+    ? timeline({ ...input, workers: [] }, [], []) // not measured (null)
     : timeline(input, sections, problems);
   const leaks = input.leaks ?? null;
   const leaked = leaks ? leaks.holds.length + leaks.queues.length + leaks.channels.length : null;

@@ -200,42 +200,27 @@ export function networkScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpe
 }
 
 /**
- * Every kind of lease under the network faults that strike the protocol hardest: replies lost after the command
- * ran (the call's outcome unknown: undone by its attempt id), and a partition at the moment of a handoff (a grant
- * stranded until its claim window ends). "names": one lease over two names; "elect": campaign(); "shared": every
- * third section a writer, the others readers; "permits": one of 2. The checker counts, on the resource server's
- * clock, overlaps of exclusive sections with anything, and more than 2 live permit holders at once.
+ * Every kind of lease under every network fault of `networkScenarios`, each as that scenario runs it for the lock
+ * (`kind-<kind>-<fault>`, e.g. kind-permits-lost-reply): "names": one lease over two names; "elect": campaign();
+ * "shared": every third section a writer, the others readers; "permits": one of 2. The checker counts, on the
+ * resource server's clock, overlaps of exclusive sections with anything, and more than 2 live permit holders at once.
  */
 export function kindScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
-  const faulted = routeVictims(workers);
-  const n = Math.max(1, faulted.length);
-  const base = { workers, faulted, claimMs: NET_CLAIM_MS, watchdogMs: 300 };
   const kinds = [
     { kind: "names" as const, what: "one lease over two names" },
     { kind: "elect" as const, what: "leader election (campaign)" },
     { kind: "shared" as const, what: "shared leases (1 section in 3 a writer)" },
     { kind: "permits" as const, what: "2 permits", permits: 2 },
   ];
-  return kinds.flatMap(({ kind, what, permits }) => [
-    {
-      ...base,
+  return kinds.flatMap(({ kind, what, permits }) =>
+    networkScenarios(workers).map((s) => ({
+      ...s,
       kind,
       permits,
-      name: `kind-${kind}-lost-reply`,
-      fault: `${what}: victim's next reply lost after the command ran (then reset), every 200 ms`,
-      durationMs: 4_000,
-      inject: oneShots("loseNextReply", 200),
-    },
-    {
-      ...base,
-      kind,
-      permits,
-      name: `kind-${kind}-handoff-partition`,
-      fault: `${what}: victim partitioned by the grant message to it 2 s, then healed`,
-      durationMs: 800 + n * 2_800,
-      inject: handoffPartition(2_000),
-    },
-  ]);
+      name: `kind-${kind}-${s.name.replace(/^net-/, "")}`,
+      fault: `${what}: ${s.fault}`,
+    }))
+  );
 }
 
 /**
