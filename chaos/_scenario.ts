@@ -159,7 +159,13 @@ function startWorker(runtime: Runtime, cfg: WorkerConfig): Child {
       child.clientId = clientId ?? "";
       onReady(Number(pid));
     } else if (line.startsWith("PAUSEME ")) child.onPause?.(Number(line.slice(8)));
-    else if (line.startsWith("RESULT ")) onResult(JSON.parse(line.slice(7)) as WorkerResult);
+    else if (line.startsWith("RESULT ")) {
+      try {
+        onResult(JSON.parse(line.slice(7)) as WorkerResult);
+      } catch {
+        onResult(undefined); // a cut line: the worker is reported as having produced no result
+      }
+    }
   });
   proc.on("exit", () => {
     onReady(-1);

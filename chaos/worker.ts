@@ -232,6 +232,8 @@ while (wall() < endWall) {
 
 const clock = combineClock(clockBefore, await syncClock(time));
 const result: WorkerResult = { id: cfg.id, runtime, pid: process.pid, sections, errors, clock, failedWaits };
-console.log(`RESULT ${JSON.stringify(result)}`);
+// Written with a callback: a line of some hundred KB to a pipe is not all out when write() returns, and exit() would
+// cut it (runs with thousands of sections, as shared leases and permits give, lost their RESULT's tail).
+await new Promise((resolve) => process.stdout.write(`RESULT ${JSON.stringify(result)}\n`, resolve));
 await Promise.race([Promise.allSettled([lock.quit(), res.quit()]), sleep(2_000)]);
 process.exit(0);
