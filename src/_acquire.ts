@@ -20,6 +20,7 @@ import {
   extendCall,
   keysOf,
   type LeaseKeys,
+  type ReleaseArgs,
   QUEUE_TTL_MS,
   type QueueEntry,
   ownerFor,
@@ -179,20 +180,9 @@ class Attempt {
    */
   undo(entry?: QueueEntry): Promise<void> {
     this.undone = true;
-    const until = performance.now() + this.o.ms;
     // This attempt's, even if retried after a restart.
     const args = { kind: this.o.kind, owner: this.owner, attempt: this.id, entry };
-    return new Promise<void>((settled) => {
-      const send = (backoff: number): void =>
-        void releaseCall(this.st, this.keys, args, { until, name: this.o.name }).then(() => settled(), (e) => {
-          settled();
-          // A timeout means the command is still queued in the client (it runs when Redis is back) or lost.
-          if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
-            unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
-          }
-        });
-      send(50);
-    });
+    return giveBack(this.st, this.keys, args, this.o.ms, this.o.name);
   }
 
 
@@ -211,6 +201,33 @@ class Attempt {
   waited(): number {
     return performance.now() - this.start;
   }
+}
+
+/**
+ * Send the release (or undo) `args` until Redis answers: errors are retried with backoff until `ms` from now (when
+ * the hold would have lapsed by TTL anyway); a timeout is not (the command is still queued in the client, and runs
+ * when Redis is back, or is lost). Settles at the first answer or failure; `delayMs` postpones the first send.
+ */
+export function giveBack(
+  st: ClientState,
+  keys: LeaseKeys,
+  args: ReleaseArgs,
+  ms: number,
+  name: string,
+  delayMs = 0,
+): Promise<void> {
+  const until = performance.now() + ms;
+  return new Promise<void>((settled) => {
+    const send = (backoff: number): void =>
+      void releaseCall(st, keys, args, { until, name }).then(() => settled(), (e) => {
+        settled();
+        if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
+          unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
+        }
+      });
+    if (delayMs > 0) unrefTimeout(() => send(delayMs), delayMs);
+    else send(50);
+  });
 }
 
 /** acquire() after validation. */

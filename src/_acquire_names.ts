@@ -4,7 +4,7 @@
 // for the lowest name they share first. Any failure gives back what was taken (retried until it would have lapsed
 // anyway), without holding up the caller beyond its bounds.
 import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, type ClientState, type RedisLike, stateOf } from "./_client.ts";
-import { acquireResolved } from "./_acquire.ts";
+import { acquireResolved, giveBack } from "./_acquire.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
@@ -15,9 +15,8 @@ import {
   type LeaseKeys,
   ownerFor,
   type ReleaseArgs,
-  releaseCall,
 } from "./_protocol.ts";
-import { nap, unrefTimeout } from "./_timers.ts";
+import { nap } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LockTimeoutError, RedisTimeoutError } from "./errors.ts";
 
@@ -106,25 +105,5 @@ function giveBackPart(st: ClientState, p: LeaseImpl): Promise<unknown> {
   const left = Math.max(0, h.deadline - performance.now());
   return releaseHandle(p).catch((e) => {
     if (!(e instanceof RedisTimeoutError)) return giveBack(st, h.keys, args, left, h.name, 100);
-  });
-}
-
-/**
- * Send `args` (the undo of an attempt, or the release of a hold) until Redis answers, retrying errors (not
- * timeouts: the command is then queued in the client or lost) with backoff until the hold would have lapsed by TTL
- * anyway (`ms`). Settles at the first answer, or failure.
- */
-function giveBack(st: ClientState, keys: LeaseKeys, args: ReleaseArgs, ms: number, name: string, first = 0): Promise<void> {
-  const stopAt = performance.now() + ms;
-  return new Promise<void>((settled) => {
-    const send = (backoff: number): void =>
-      void releaseCall(st, keys, args, { until: stopAt, name }).then(() => settled(), (e) => {
-        settled();
-        if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < stopAt) {
-          unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
-        }
-      });
-    if (first > 0) unrefTimeout(() => send(first), first);
-    else send(50);
   });
 }

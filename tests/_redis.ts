@@ -143,3 +143,15 @@ export function runProcess(
 export function holdsOf(info: { readonly owners: ReadonlyArray<{ readonly owner: string; readonly holds: number }> }) {
   return info.owners.map(({ owner, holds }) => ({ owner, holds }));
 }
+
+/** The reason `signal` aborts with, or "timeout" if it does not within `ms`. */
+export function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown> {
+  if (signal.aborted) return Promise.resolve(signal.reason);
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve("timeout"), ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      resolve(signal.reason);
+    }, { once: true });
+  });
+}

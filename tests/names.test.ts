@@ -9,7 +9,7 @@ import { redlock } from "../src/redlock.ts";
 import { nodeRedisDriver } from "../src/_node_redis.ts";
 import type { Driver } from "../src/driver.ts";
 import { acquireAll } from "../src/_scripts.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, abortedWithin } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -19,16 +19,6 @@ let n = 0;
 const fresh = () => `names-test-${++n}-${Math.random().toString(36).slice(2)}`;
 const closed = () => createClient({ url: "redis://127.0.0.1:1" }) as unknown as Client;
 
-function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown> {
-  if (signal.aborted) return Promise.resolve(signal.reason);
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve("timeout"), ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(t);
-      resolve(signal.reason);
-    }, { once: true });
-  });
-}
 
 async function evalshaCalls(): Promise<number> {
   const info = await admin.info("commandstats");

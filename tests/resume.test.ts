@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "redis";
 import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
-import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, holdsOf, abortedWithin } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -14,17 +14,6 @@ let b: Client;
 let n = 0;
 const fresh = () => `resume-test-${++n}-${Math.random().toString(36).slice(2)}`;
 
-/** The reason `signal` aborts with, or "timeout" if it does not within `ms`. */
-function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown> {
-  if (signal.aborted) return Promise.resolve(signal.reason);
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve("timeout"), ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(t);
-      resolve(signal.reason);
-    }, { once: true });
-  });
-}
 
 // A client that was never connected: any command fails with "The client is closed", so a TypeError proves the
 // input was rejected before any command.

@@ -21,7 +21,7 @@ import {
 import { redlock } from "../src/redlock.ts";
 import { type ClientState, stateOf } from "../src/_client.ts";
 import { acquireCall, attemptId, keysOf, type Kind, type QueueEntry, releaseCall } from "../src/_protocol.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, abortedWithin } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -37,16 +37,6 @@ async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> 
   return r;
 }
 
-function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown> {
-  if (signal.aborted) return Promise.resolve(signal.reason);
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve("timeout"), ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(t);
-      resolve(signal.reason);
-    }, { once: true });
-  });
-}
 
 const closed = createClient({ url: "redis://127.0.0.1:1" }) as unknown as Client;
 
