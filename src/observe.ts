@@ -107,8 +107,9 @@ async function* watch(
       const r = await leaderCall(st, keys, bound());
       const now: LeaderState = {
         leader: r.owner,
-        // While nobody leads, the latest term known: Redis forgets it after a while, which is not a change.
-        term: r.owner === undefined && last?.leader === undefined && last && r.term < last.term ? last.term : r.term,
+        // While nobody leads, the latest term known: Redis forgets it after a while (at once when a leader's lease
+        // expired), which is not a change.
+        term: r.owner === undefined && last && r.term < last.term ? last.term : r.term,
         value: r.value,
         remainingMs: r.owner === undefined ? 0 : Math.max(0, r.pttl),
       };

@@ -5,15 +5,30 @@
 //   a downgrade shares the exclusive fence; an upgrade is refused with LeaseKindError;
 // - permits (n = 1…3): never more than n live holders; a re-entry takes no second permit.
 // - several names (one lease over 1–3 of 4 names): all or nothing — after every acquire, the owner holds either
-//   every name it asked for (a new lease) or none it did not hold before, and no name has two holders.
+//   every name it asked for (a new lease) or none it did not hold before, and no name has two holders;
+// - leader election: never two leaders with live terms (see the last describe block).
 // Every new hold's fence is above every fence handed out before. Expiry is forced deterministically (a set hold's
 // expiry moved to the past, an exclusive key's TTL to 1 ms). Reproduce a failure with the seed fast-check prints:
 //   MODEL_SEED=<seed> [MODEL_RUNS=<n>] node --import tsx --test tests/model_kinds.test.ts
+// and an election counterexample by itself with MODEL_EXAMPLE='<its JSON array of steps>'.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import fc from "fast-check";
-import { acquire, forceUnlock, inspect, type Lease, LeaseKindError, LockTimeoutError, release } from "../mod.ts";
-import { type Client, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
+import {
+  acquire,
+  campaign,
+  forceUnlock,
+  inspect,
+  type LeaderState,
+  type Lease,
+  LeaseKindError,
+  LeaseLostError,
+  LockTimeoutError,
+  observe,
+  proclaim,
+  release,
+} from "../mod.ts";
+import { abortedWithin, type Client, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
 
 const RUNS = Number(process.env.MODEL_RUNS ?? 60);
 const SEED = process.env.MODEL_SEED === undefined ? undefined : Number(process.env.MODEL_SEED);
@@ -255,4 +270,191 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
       await check(["p"], n);
     });
   }
+});
+
+// Leader election (campaign / proclaim / observe / resign / forceUnlock) against a model: random sequences of
+// campaigns by fresh candidates on 2 clients (each waiting first come, first served), resignations, a leader's lease
+// expiring behind its back, proclamations by the leader and by former leaders, and forceUnlock. After every step the
+// election settles to the model's state: the model's leader (the head of the candidates' queue once the last one
+// left) is the only campaign that resolved, with a term above every earlier term, inspect() shows it alone, and an
+// observer opened at the start reports it with its value. Throughout, the observed terms never go back and
+// consecutive states differ; a former leader's proclamation returns false and changes nothing; every lost leadership's
+// signal aborts (never silent).
+describe(`model of leader election (${runtimeName()})`, () => {
+  let srv: RedisServer;
+  let clients: Client[];
+  let admin: Client;
+  before(async () => {
+    srv = await startRedis();
+    clients = [await srv.client(), await srv.client()];
+    admin = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  type EOp =
+    | { op: "campaign"; client: number; value: string | null }
+    | { op: "resign" }
+    | { op: "expire" }
+    | { op: "proclaim"; value: string }
+    | { op: "stale"; pick: number }
+    | { op: "forceUnlock" };
+  const eop: fc.Arbitrary<EOp> = fc.oneof(
+    {
+      weight: 4,
+      arbitrary: fc.record({ op: fc.constant("campaign" as const), client: fc.nat(1), value: fc.option(fc.string({ maxLength: 8 })) }),
+    },
+    { weight: 3, arbitrary: fc.record({ op: fc.constant("resign" as const) }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("expire" as const) }) },
+    { weight: 2, arbitrary: fc.record({ op: fc.constant("proclaim" as const), value: fc.string({ maxLength: 8 }) }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("stale" as const), pick: fc.nat(20) }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("forceUnlock" as const) }) },
+  );
+
+  interface Candidate {
+    readonly id: number;
+    readonly value: string | undefined;
+    readonly elected: Promise<Lease | Error>;
+    readonly stop: AbortController;
+    lease?: Lease;
+  }
+
+  /** Resolves with `p`'s value, or rejects naming `what` after `ms`. */
+  function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+    let t: ReturnType<typeof setTimeout>;
+    const late = new Promise<never>((_, reject) => (t = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
+    return Promise.race([p, late]).finally(() => clearTimeout(t));
+  }
+
+  async function runElection(ops: EOp[]): Promise<void> {
+    const name = `model-elect-${runtimeName()}-${Math.random().toString(36).slice(2, 10)}`;
+    const key = `redlease:{${name}}`;
+    const stopObserving = new AbortController();
+    const seen: LeaderState[] = [];
+    const observing = (async () => {
+      for await (const s of observe(admin, name, { signal: stopObserving.signal })) seen.push(s);
+    })();
+    const candidates: Candidate[] = [];
+    const queue: Candidate[] = []; // campaigning, first come first served
+    const formers: Lease[] = []; // leaderships that ended (resigned, expired, force-unlocked)
+    let leader: Candidate | undefined;
+    let value: string | undefined;
+    let maxTerm = 0;
+    const failure = (step: string, what: string) => new Error(`${step}: ${what}; observed ${JSON.stringify(seen.slice(-3))}`);
+    try {
+      while (seen.length === 0) await sleep(2);
+      for (const [i, o] of ops.entries()) {
+        const step = `step ${i} ${JSON.stringify(o)}; leader ${leader?.id} queue ${queue.map((c) => c.id)}`;
+        const next = () => {
+          if (leader?.lease) formers.push(leader.lease);
+          leader = queue.shift();
+          value = leader?.value;
+        };
+        if (o.op === "campaign") {
+          if (queue.length >= 3) continue;
+          const stop = new AbortController();
+          const id = candidates.length;
+          const c: Candidate = {
+            id,
+            value: o.value ?? undefined,
+            stop,
+            elected: campaign(clients[o.client], name, {
+              owner: `candidate-${id}`,
+              value: o.value ?? undefined,
+              watchdogMs: 3_000,
+              claimMs: 200,
+              signal: stop.signal,
+            }).then((l) => l, (e: Error) => e),
+          };
+          candidates.push(c);
+          if (leader) {
+            // Its place in the queue is where its entry lands (its first call may be overtaken by a later
+            // candidate's on the other client): wait until it is queued before the next step.
+            const end = performance.now() + 5_000;
+            while (!(await admin.zRange(`${key}:q`, 0, -1)).some((e) => e.endsWith(`:candidate-${id}`))) {
+              if (performance.now() > end) throw failure(step, `candidate ${id} never queued`);
+              await sleep(2);
+            }
+            queue.push(c);
+          } else [leader, value] = [c, c.value];
+        } else if (o.op === "resign") {
+          if (!leader) continue;
+          assert.equal(await release(leader.lease!), true, `${step}: resignation`);
+          next();
+        } else if (o.op === "expire") {
+          if (!leader) continue;
+          await admin.pExpire(key, 1);
+          await sleep(5);
+          next();
+        } else if (o.op === "proclaim") {
+          if (!leader) continue;
+          assert.equal(await proclaim(leader.lease!, o.value), true, `${step}: the leader proclaims`);
+          value = o.value;
+        } else if (o.op === "stale") {
+          if (formers.length === 0) continue;
+          assert.equal(await proclaim(formers[o.pick % formers.length], "stale"), false, `${step}: a former leader`);
+        } else {
+          assert.equal(await forceUnlock(admin, name), leader !== undefined, `${step}: forceUnlock`);
+          if (leader) next();
+        }
+        // Settle: the model's leader is elected (with a new term), nobody else is, and the observer agrees.
+        if (leader && !leader.lease) {
+          const got = await within(leader.elected, 5_000, `${step}: candidate ${leader.id} elected`).catch(async (e) => {
+            const diag = {
+              info: await inspect(admin, name),
+              q: await admin.sendCommand(["ZRANGE", `${key}:q`, "0", "-1", "WITHSCORES"]),
+              ch: await admin.sendCommand(["PUBSUB", "CHANNELS"]),
+              cands: await Promise.all(candidates.map(async (c) => [c.id, await Promise.race([c.elected.then((l) => l instanceof Error ? String(l) : l.owner + "@" + l.fence), sleep(0).then(() => "pending")])])),
+            };
+            throw new Error(`${e.message} DIAG ${JSON.stringify(diag)}`);
+          });
+          if (got instanceof Error) throw failure(step, `candidate ${leader.id} failed: ${got}`);
+          assert.ok(got.fence > maxTerm, `${step}: term ${got.fence} above ${maxTerm}`);
+          maxTerm = got.fence;
+          leader.lease = got;
+        }
+        for (const c of queue) {
+          const early = await Promise.race([c.elected, sleep(0).then(() => undefined)]);
+          assert.equal(early, undefined, `${step}: candidate ${c.id} elected out of turn: ${String(early)}`);
+        }
+        const want = leader ? `${leader.lease!.owner}|${leader.lease!.fence}|${value}` : "vacant";
+        const show = (s: LeaderState | undefined) => s && (s.leader === undefined ? "vacant" : `${s.leader}|${s.term}|${s.value}`);
+        const end = performance.now() + 5_000;
+        while (show(seen[seen.length - 1]) !== want) {
+          if (performance.now() > end) throw failure(step, `the observer never showed ${want}`);
+          await sleep(2);
+        }
+        const info = await inspect(admin, name);
+        assert.deepEqual(info.owners.map((x) => x.owner), leader ? [leader.lease!.owner] : [], `${step}: inspect`);
+      }
+      for (const [k, s] of seen.entries()) {
+        if (k === 0) continue;
+        assert.ok(s.term >= seen[k - 1].term, `observed term went back: ${JSON.stringify(seen.slice(k - 1, k + 1))}`);
+        assert.notDeepEqual(s, seen[k - 1], "consecutive observed states differ");
+      }
+      // A leadership that ended behind its holder's back is never silent: its signal aborts.
+      for (const l of formers) {
+        const reason = await abortedWithin(l.signal, 5_000);
+        assert.ok(reason instanceof LeaseLostError || (reason as Error)?.name === "AbortError", `a former leader's signal: ${String(reason)}`);
+      }
+    } finally {
+      for (const c of candidates) c.stop.abort();
+      await Promise.allSettled(candidates.map((c) => c.elected.then((l) => l instanceof Error ? false : release(l))));
+      stopObserving.abort();
+      await observing.catch(() => {});
+      await admin.del([key, `${key}:q`, `${key}:v`]);
+    }
+  }
+
+  test(`campaigns, resignations, expiry, proclamations and forceUnlock match the model; one leader, terms only grow (${RUNS} runs)`, async () => {
+    const property = fc.asyncProperty(fc.array(eop, { minLength: 1, maxLength: 20 }), (ops) => runElection(ops));
+    try {
+      const example = process.env.MODEL_EXAMPLE ? [[JSON.parse(process.env.MODEL_EXAMPLE)] as [EOp[]]] : undefined;
+      await fc.assert(property, { numRuns: example ? 0 : RUNS, seed: SEED, examples: example });
+    } catch (e) {
+      const cause = (e as { cause?: unknown }).cause;
+      throw new Error(`${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`);
+    }
+  });
 });
