@@ -1,19 +1,22 @@
 /**
- * `npm test`: freshness of the generated Lua module, type-check, lint, build, then the same behavioural suite
- * on Node, Bun and Deno, with a pass count per runtime. Exits non-zero if any step fails.
+ * `npm test`: freshness of the generated Lua module, type-check, lint, the JSR package (a publish dry run and the
+ * doc lint of every export), build, then the same behavioural suite on Node, Bun and Deno, with a pass count per
+ * runtime. Exits non-zero if any step fails.
  *
  *   node --import tsx scripts/test.ts [--only node,bun,deno]
  */
 import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = (name: string) => join(root, "node_modules", ".bin", name);
 // `*.test.ts` runs on every runtime; `*.node.test.ts` (topologies too slow to run three times) on Node only.
 const allFiles = readdirSync(join(root, "tests")).filter((f) => f.endsWith(".test.ts")).sort().map((f) => `tests/${f}`);
 const testFiles = allFiles.filter((f) => !f.endsWith(".node.test.ts"));
+// The JSR entry points (deno.json "exports"), each doc-linted as users of that entry see it.
+const jsrEntries: string[] = Object.values(JSON.parse(readFileSync(join(root, "deno.json"), "utf8")).exports);
 
 function sh(cmd: string, args: string[]): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
@@ -76,6 +79,11 @@ const checks: Array<[string, string, string[]]> = [
   ["lint", bin("deno"), ["lint"]],
   ["exports match", process.execPath, ["--import", "tsx", "scripts/check_exports.ts"]],
   ["size budget (scripts/size.ts: the core entry, gzipped)", process.execPath, ["--import", "tsx", "scripts/size.ts"]],
+  // What JSR would take: the files of deno.json "publish", type-checked, with no slow types. --allow-dirty: the
+  // dry run otherwise refuses a work tree with uncommitted changes, which says nothing about the package.
+  ["JSR publish dry run", bin("deno"), ["publish", "--dry-run", "--allow-dirty"]],
+  // Each entry on its own, so a type that one entry names but only another exports is caught.
+  ...jsrEntries.map((e): [string, string, string[]] => [`doc lint (${e})`, bin("deno"), ["doc", "--lint", e]]),
   ["build", bin("tsup"), []],
 ];
 

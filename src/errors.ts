@@ -2,6 +2,10 @@
  * Base class of every error redlease raises on purpose (as opposed to errors from the Redis client, which are
  * passed through unchanged). Invalid arguments are not RedleaseErrors: they are `TypeError` / `RangeError`.
  *
+ * `instanceof` holds only for errors of the same copy of redlease. Where two copies can meet in one process (the
+ * ESM and the CommonJS build, or two installed versions), test errors with the guards instead, one per error
+ * class: {@linkcode isRedleaseError}, {@linkcode isLockTimeoutError}, {@linkcode isLeaseLostError} and the others.
+ *
  * @example Catch anything the library itself decided
  * ```ts
  * import { acquire, RedleaseError } from "redlease";
@@ -14,9 +18,20 @@
  * ```
  */
 export class RedleaseError extends Error {
+  static {
+    brand(this, "RedleaseError");
+  }
+  /** The class name, "RedleaseError"; each subclass sets its own (it survives minification). */
   override name = "RedleaseError";
   /** The lease name the error is about. */
   readonly lockName: string;
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name the error is about.
+   * @param message The error message.
+   * @param options `cause`: the error that led to this one.
+   */
   constructor(lockName: string, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.lockName = lockName;
@@ -38,11 +53,24 @@ export class RedleaseError extends Error {
  * ```
  */
 export class LockTimeoutError extends RedleaseError {
+  static {
+    brand(this, "LockTimeoutError");
+  }
+  /** The class name, "LockTimeoutError". */
   override name = "LockTimeoutError";
   /** The holder's remaining lease time in ms at the last attempt. */
   readonly remainingMs: number;
   /** How long this call waited, in ms. */
   readonly waitedMs: number;
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name.
+   * @param remainingMs The holder's remaining lease time in ms at the last attempt (`-1`: no TTL, or unknown).
+   * @param waitedMs How long the call waited, in ms.
+   * @param options `cause`: what ended the wait, when it was not the holder (a {@linkcode RedisTimeoutError} when
+   *   Redis did not answer in time); the message then says so instead of "held by another owner".
+   */
   constructor(lockName: string, remainingMs: number, waitedMs: number, options?: { cause?: unknown }) {
     const cause = options?.cause;
     const why = cause instanceof RedisTimeoutError
@@ -73,9 +101,19 @@ export class LockTimeoutError extends RedleaseError {
  * ```
  */
 export class RedisTimeoutError extends RedleaseError {
+  static {
+    brand(this, "RedisTimeoutError");
+  }
+  /** The class name, "RedisTimeoutError". */
   override name = "RedisTimeoutError";
   /** The bound that passed, in ms. */
   readonly timeoutMs: number;
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name.
+   * @param timeoutMs The bound that passed, in ms.
+   */
   constructor(lockName: string, timeoutMs: number) {
     super(lockName, `Redis did not answer within ${timeoutMs} ms about lease '${lockName}'`);
     this.timeoutMs = timeoutMs;
@@ -105,9 +143,20 @@ export type LeaseLossReason = "expired" | "not-held" | "unreachable";
  * ```
  */
 export class LeaseLostError extends RedleaseError {
+  static {
+    brand(this, "LeaseLostError");
+  }
+  /** The class name, "LeaseLostError". */
   override name = "LeaseLostError";
   /** Why the lease was lost. */
   readonly why: LeaseLossReason;
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name.
+   * @param why Why the lease was lost.
+   * @param options `cause`: the last Redis error, for `"unreachable"`.
+   */
   constructor(lockName: string, why: LeaseLossReason, options?: { cause?: unknown }) {
     const text = why === "expired"
       ? "its fixed lease ran out"
@@ -142,11 +191,22 @@ export type LeaseKindFound = "exclusive" | "shared" | number;
  * ```
  */
 export class LeaseKindError extends RedleaseError {
+  static {
+    brand(this, "LeaseKindError");
+  }
+  /** The class name, "LeaseKindError". */
   override name = "LeaseKindError";
   /** "upgrade" (exclusive asked by a shared holder) or "mismatch" (the lease is held as another kind). */
   readonly why: "upgrade" | "mismatch";
   /** How the lease is held: "exclusive", "shared", or the number of permits. */
   readonly found: LeaseKindFound;
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name.
+   * @param why "upgrade" or "mismatch".
+   * @param found How the lease is held: "exclusive", "shared", or the number of permits.
+   */
   constructor(lockName: string, why: "upgrade" | "mismatch", found: LeaseKindFound) {
     const held = typeof found === "number" ? `as ${found} permits` : found === "shared" ? "shared" : "exclusively";
     super(
@@ -177,11 +237,22 @@ export class LeaseKindError extends RedleaseError {
  * ```
  */
 export class ReplicationError extends RedleaseError {
+  static {
+    brand(this, "ReplicationError");
+  }
+  /** The class name, "ReplicationError". */
   override name = "ReplicationError";
   /** Replicas that acknowledged the write. */
   readonly acknowledged: number;
   /** Replicas the `replicas` option required. */
   readonly required: number;
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name.
+   * @param acknowledged Replicas that acknowledged the write.
+   * @param required Replicas the `replicas` option required.
+   */
   constructor(lockName: string, acknowledged: number, required: number) {
     super(
       lockName,
@@ -209,6 +280,10 @@ export class ReplicationError extends RedleaseError {
  * ```
  */
 export class QuorumError extends RedleaseError {
+  static {
+    brand(this, "QuorumError");
+  }
+  /** The class name, "QuorumError". */
   override name = "QuorumError";
   /** Nodes that granted (or renewed) the lease. */
   readonly granted: number;
@@ -216,6 +291,14 @@ export class QuorumError extends RedleaseError {
   readonly required: number;
   /** The failures of the other nodes. */
   readonly errors: readonly unknown[];
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name.
+   * @param granted Nodes that granted (or renewed) the lease.
+   * @param required The majority needed.
+   * @param errors The failures of the other nodes; the first is the `cause`.
+   */
   constructor(lockName: string, granted: number, required: number, errors: readonly unknown[]) {
     super(
       lockName,
@@ -226,4 +309,166 @@ export class QuorumError extends RedleaseError {
     this.required = required;
     this.errors = errors;
   }
+}
+
+/**
+ * Marks the instances of `cls` (its subclasses' included) with the registry symbol `redlease.<name>`. `Symbol.for`
+ * gives every copy of redlease in a process the same symbol, so the guards below recognise errors of any copy,
+ * where `instanceof` recognises its own copy's only.
+ */
+function brand(cls: { prototype: object }, name: string): void {
+  Object.defineProperty(cls.prototype, Symbol.for(`redlease.${name}`), { value: true });
+}
+
+/** Whether `e` carries the brand of the error class `name` (see `brand`). */
+function branded(e: unknown, name: string): boolean {
+  return typeof e === "object" && e !== null && (e as Record<symbol, unknown>)[Symbol.for(`redlease.${name}`)] === true;
+}
+
+/**
+ * Whether `err` is a {@linkcode RedleaseError} (any of its subclasses included) from any copy of redlease: unlike
+ * `instanceof`, it holds across the ESM and CommonJS builds, or two installed versions, in one process. A plain
+ * `Error` that only has the same `name` is not one.
+ *
+ * @param err Any value, such as a caught error or `signal.reason`.
+ * @returns `true` for an error that redlease raised on purpose.
+ *
+ * @example
+ * ```ts
+ * import { acquire, isRedleaseError } from "redlease";
+ * try {
+ *   await acquire(client, "jobs:nightly", { waitMs: 0 });
+ * } catch (err) {
+ *   if (!isRedleaseError(err)) throw err; // a Redis or argument error
+ *   console.log(err.name, err.lockName);
+ * }
+ * ```
+ */
+export function isRedleaseError(err: unknown): err is RedleaseError {
+  return branded(err, "RedleaseError");
+}
+
+/**
+ * Whether `err` is a {@linkcode LockTimeoutError} from any copy of redlease (see {@linkcode isRedleaseError}).
+ *
+ * @param err Any value, such as a caught error.
+ * @returns `true` when the wait for the lease ran out.
+ *
+ * @example
+ * ```ts
+ * import { acquire, isLockTimeoutError } from "redlease";
+ * try {
+ *   await acquire(client, "report", { waitMs: 0 });
+ * } catch (err) {
+ *   if (isLockTimeoutError(err)) console.log(`busy for ${err.remainingMs} more ms`);
+ *   else throw err;
+ * }
+ * ```
+ */
+export function isLockTimeoutError(err: unknown): err is LockTimeoutError {
+  return branded(err, "LockTimeoutError");
+}
+
+/**
+ * Whether `err` is a {@linkcode RedisTimeoutError} from any copy of redlease (see {@linkcode isRedleaseError}).
+ *
+ * @param err Any value, such as a caught error.
+ * @returns `true` when Redis did not answer a lease command within its bound.
+ *
+ * @example
+ * ```ts
+ * import { isRedisTimeoutError, release } from "redlease";
+ * await release(lease, { timeoutMs: 500 }).catch((err) => {
+ *   if (!isRedisTimeoutError(err)) throw err;
+ *   console.warn("no answer; the lease will expire by its TTL");
+ * });
+ * ```
+ */
+export function isRedisTimeoutError(err: unknown): err is RedisTimeoutError {
+  return branded(err, "RedisTimeoutError");
+}
+
+/**
+ * Whether `err` is a {@linkcode LeaseLostError} from any copy of redlease (see {@linkcode isRedleaseError}).
+ *
+ * @param err Any value, such as a caught error or `lease.signal.reason`.
+ * @returns `true` when the holder no longer holds the lease.
+ *
+ * @example
+ * ```ts
+ * import { isLeaseLostError, withLock } from "redlease";
+ * try {
+ *   await withLock(client, "ledger", (signal) => doWork({ signal }));
+ * } catch (err) {
+ *   if (isLeaseLostError(err)) console.error(`lost ${err.lockName}: ${err.why}`);
+ *   else throw err;
+ * }
+ * ```
+ */
+export function isLeaseLostError(err: unknown): err is LeaseLostError {
+  return branded(err, "LeaseLostError");
+}
+
+/**
+ * Whether `err` is a {@linkcode LeaseKindError} from any copy of redlease (see {@linkcode isRedleaseError}).
+ *
+ * @param err Any value, such as a caught error.
+ * @returns `true` when the lease is held in a way the request cannot join.
+ *
+ * @example
+ * ```ts
+ * import { acquire, isLeaseKindError } from "redlease";
+ * try {
+ *   await acquire(client, "uploads", { permits: 4 });
+ * } catch (err) {
+ *   if (isLeaseKindError(err)) console.error(`'uploads' is held as ${err.found}`);
+ *   else throw err;
+ * }
+ * ```
+ */
+export function isLeaseKindError(err: unknown): err is LeaseKindError {
+  return branded(err, "LeaseKindError");
+}
+
+/**
+ * Whether `err` is a {@linkcode ReplicationError} from any copy of redlease (see {@linkcode isRedleaseError}).
+ *
+ * @param err Any value, such as a caught error.
+ * @returns `true` when too few replicas acknowledged a lease write.
+ *
+ * @example
+ * ```ts
+ * import { acquire, isReplicationError } from "redlease";
+ * try {
+ *   await acquire(client, "payout", { replicas: 1, replicaTimeoutMs: 500 });
+ * } catch (err) {
+ *   if (isReplicationError(err)) console.log(`${err.acknowledged}/${err.required} replicas`);
+ *   else throw err;
+ * }
+ * ```
+ */
+export function isReplicationError(err: unknown): err is ReplicationError {
+  return branded(err, "ReplicationError");
+}
+
+/**
+ * Whether `err` is a {@linkcode QuorumError} from any copy of redlease (see {@linkcode isRedleaseError}).
+ *
+ * @param err Any value, such as a caught error.
+ * @returns `true` when Redlock could not reach a majority of its masters.
+ *
+ * @example
+ * ```ts
+ * import { acquire, isQuorumError } from "redlease";
+ * import { redlock } from "redlease/redlock";
+ * try {
+ *   await acquire(redlock([a, b, c]), "settlement", { waitMs: 0 });
+ * } catch (err) {
+ *   if (isQuorumError(err)) console.log(`${err.granted}/${err.required}`, err.errors);
+ *   else throw err;
+ * }
+ * ```
+ */
+export function isQuorumError(err: unknown): err is QuorumError {
+  return branded(err, "QuorumError");
 }

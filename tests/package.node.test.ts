@@ -74,7 +74,7 @@ ${body("")}
 // A consumer type-checked under node16 resolution: `.mts` resolves the "import" types (.d.ts), `.cts` the
 // "require" types (.d.cts). redis is not imported, so skipLibCheck can stay off and our declarations are checked.
 const consumer =
-  `import { acquire, type AcquireOptions, type Lease, LockTimeoutError, release, withLock } from "redlease";
+  `import { acquire, type AcquireOptions, isLeaseLostError, type Lease, LockTimeoutError, release, withLock } from "redlease";
 import { nodeRedis } from "redlease/node-redis";
 import type { Driver } from "redlease/node-redis";
 
@@ -86,9 +86,52 @@ export async function use(client: object, options: AcquireOptions): Promise<numb
     return released ? lease.fence : withLock(driver, "types", (signal: AbortSignal, l: Lease) => signal.aborted ? 0 : l.fence);
   } catch (err) {
     if (err instanceof LockTimeoutError) return -err.remainingMs;
+    if (isLeaseLostError(err)) return err.why === "expired" ? -1 : -2; // the guard narrows the type
     throw err;
   }
 }
+`;
+
+// Two copies of the library in one process, as when one dependency imports "redlease" and another requires it:
+// the ESM build (dist/mod.js) and the CommonJS build (dist/mod.cjs) each define the error classes. For an error
+// of each class made by one copy, and a real LockTimeoutError from a busy lease acquired through the other, print
+// whether `instanceof` and the guard of the other copy recognise it.
+const guards = `import process from "node:process";
+import { createRequire } from "node:module";
+import { createClient } from "redis";
+import * as esm from "redlease";
+const cjs = createRequire(import.meta.url)("redlease");
+const args = {
+  RedleaseError: ["n", "m"],
+  LockTimeoutError: ["n", 10, 20],
+  RedisTimeoutError: ["n", 10],
+  LeaseLostError: ["n", "expired"],
+  LeaseKindError: ["n", "mismatch", 3],
+  ReplicationError: ["n", 0, 1],
+  QuorumError: ["n", 1, 2, []],
+};
+const seen = (err, by, name) => ({ instanceof: err instanceof by[name], guard: by["is" + name](err) });
+const result = {};
+for (const [name, a] of Object.entries(args)) {
+  result[name] = {
+    twoCopies: esm[name] !== cjs[name],
+    esmErrorSeenByCjs: seen(new esm[name](...a), cjs, name),
+    cjsErrorSeenByEsm: seen(new cjs[name](...a), esm, name),
+    plainErrorSeenByEsm: seen(Object.assign(new Error("m"), { name, lockName: "n" }), esm, name),
+  };
+}
+const client = await createClient({ url: process.argv[2] }).connect();
+const name = "pkg:guards:" + process.argv[3];
+const held = await esm.acquire(client, name);
+const busy = await cjs.acquire(client, name, { waitMs: 0 }).then(() => null, (e) => e);
+await esm.release(held);
+await client.quit();
+result.real = {
+  name: busy?.name,
+  byCjs: seen(busy, cjs, "LockTimeoutError"),
+  byEsm: seen(busy, esm, "LockTimeoutError"),
+};
+console.log(JSON.stringify(result));
 `;
 
 const wanted = /^redlease ok (\S+): released=true,true timedOut=true fenced=true$/m;
@@ -128,6 +171,7 @@ describe("npm package (built, packed and installed)", () => {
     writeFileSync(join(project, "deno.json"), JSON.stringify({ nodeModulesDir: "manual" }, null, 2));
     writeFileSync(join(project, "check.mjs"), esm);
     writeFileSync(join(project, "check.cjs"), cjs);
+    writeFileSync(join(project, "guards.mjs"), guards);
     writeFileSync(join(project, "use.mts"), consumer);
     writeFileSync(join(project, "use.cts"), consumer);
     writeFileSync(
@@ -174,6 +218,36 @@ describe("npm package (built, packed and installed)", () => {
       const m = wanted.exec(r.stdout);
       assert.ok(m, `unexpected output from ${title}:\n${r.stdout}\n${r.stderr}`);
       assert.equal(m[1], args.at(-1));
+    });
+  }
+
+  const runtimes: Array<[string, string, string[]]> = [
+    ["Node", process.execPath, []],
+    ["Bun", bin("bun"), []],
+    ["Deno", bin("deno"), ["run", "-A"]],
+  ];
+  for (const [title, cmd, pre] of runtimes) {
+    test(`${title}: the ESM and CommonJS builds fail each other's instanceof; the is…Error guards hold across`, {
+      timeout: 90_000,
+    }, async () => {
+      const r = ok(await run(cmd, [...pre, "guards.mjs", srv.url, title], project, 60_000), `${title} guards.mjs`);
+      const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+      const across = { instanceof: false, guard: true };
+      const classes = Object.keys(result).filter((k) => k !== "real");
+      assert.equal(classes.length, 7, "every error class of mod.ts");
+      for (const name of classes) {
+        assert.deepEqual(result[name], {
+          twoCopies: true,
+          esmErrorSeenByCjs: across,
+          cjsErrorSeenByEsm: across,
+          plainErrorSeenByEsm: { instanceof: false, guard: false },
+        }, name);
+      }
+      assert.deepEqual(result.real, {
+        name: "LockTimeoutError",
+        byCjs: { instanceof: true, guard: true },
+        byEsm: across,
+      });
     });
   }
 
