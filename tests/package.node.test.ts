@@ -74,11 +74,11 @@ ${body("")}
 // A consumer type-checked under node16 resolution: `.mts` resolves the "import" types (.d.ts), `.cts` the
 // "require" types (.d.cts). redis is not imported, so skipLibCheck can stay off and our declarations are checked.
 const consumer =
-  `import { acquire, type AcquireOptions, type Lease, LockTimeoutError, release, withLock } from "redlease";
+  `import { acquire, type AcquireOptions, type Lease, LockTimeoutError, type NodeRedisClient, release, withLock } from "redlease";
 import { nodeRedis } from "redlease/node-redis";
 import type { Driver } from "redlease/node-redis";
 
-export async function use(client: object, options: AcquireOptions): Promise<number> {
+export async function use(client: NodeRedisClient, options: AcquireOptions): Promise<number> {
   const driver: Driver = nodeRedis(client);
   try {
     const lease: Lease = await acquire(driver, "types", options);
