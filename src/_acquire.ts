@@ -5,8 +5,8 @@ import {
   ABORT_CLEANUP_MS,
   ACQUIRE_GRACE_MS,
   bounded,
+  checkClient,
   type ClientState,
-  isClient,
   type RedisLike,
   stateOf,
 } from "./_client.ts";
@@ -35,17 +35,6 @@ import type { AcquireOptions, Lease } from "./lease.ts";
 /** The owner string of a Lease handle from this library. */
 export function ownerOf(lease: Lease): string | undefined {
   return lease instanceof LeaseImpl || lease instanceof LeaseGroup ? lease.owner : undefined;
-}
-
-export function checkClient(op: string, client: unknown): asserts client is RedisLike {
-  if (isClient(client)) return;
-  const c = client as { evalsha?: unknown; call?: unknown; send?: unknown };
-  const hint = typeof c?.evalsha === "function" && typeof c?.call === "function"
-    ? " (wrap an ioredis client with ioredis() from redlease/ioredis)"
-    : typeof c?.send === "function"
-    ? " (wrap a Bun RedisClient with bunRedis() from redlease/bun)"
-    : "";
-  fail(op, "client", `must be a node-redis client or a redlease Driver${hint}`, client);
 }
 
 /**

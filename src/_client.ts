@@ -7,6 +7,7 @@ import { RedisTimeoutError, ReplicationError } from "./errors.ts";
 import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
 import { type Driver, isDriver } from "./driver.ts";
+import { fail } from "./_validate.ts";
 
 /**
  * What a single command may take beyond `waitMs`, so that `waitMs: 0` still gets an answer over a slow link:
@@ -70,19 +71,67 @@ export function bounded<T, R = T>(
 }
 
 /**
- * A client redlease accepts: a {@linkcode Driver}, or a node-redis v4/v5 client (standalone, cluster or
- * sentinel), which is wrapped automatically.
+ * A node-redis client as redlease takes it, by shape (node-redis is never imported): a v4 or v5 `createClient`,
+ * `createCluster` or v5 `createSentinel` client, connected. A pending `connect()` (a Promise), an ioredis or Bun
+ * client (wrap those with their adapter) and plain objects do not match, so passing one fails to compile.
+ * Whether the client is connected cannot be told from its type: an unconnected one is refused at run time with a
+ * `TypeError` that says to connect it.
  *
  * @example
  * ```ts
  * import { createClient } from "redis";
- * const client = await createClient({ url: "redis://localhost:6379" }).connect(); // a RedisLike
+ * import type { NodeRedisClient } from "redlease";
+ *
+ * const client: NodeRedisClient = await createClient({ url: "redis://localhost:6379" }).connect();
  * ```
  */
-export type RedisLike = Driver | object;
+export interface NodeRedisClient {
+  /** node-redis's raw command (its parameters differ between a client, a cluster and a sentinel). */
+  sendCommand(...args: never[]): Promise<unknown>;
+  /** `true` from `connect()` on (while reconnecting too), `false` before it and once closed. */
+  readonly isOpen: boolean;
+}
 
-export function isClient(c: unknown): boolean {
-  return isDriver(c) || isNodeRedis(c);
+/**
+ * A client redlease accepts: a {@linkcode Driver} (what the adapters `ioredis()`, `bunRedis()`, `upstash()` and
+ * `nodeRedis()` return), or a node-redis v4/v5 client (standalone, cluster or sentinel), which is wrapped
+ * automatically. See {@linkcode NodeRedisClient} for what is refused at compile time.
+ *
+ * @example
+ * ```ts
+ * import { createClient } from "redis";
+ * import type { RedisLike } from "redlease";
+ *
+ * const client: RedisLike = await createClient({ url: "redis://localhost:6379" }).connect();
+ * ```
+ */
+export type RedisLike = Driver | NodeRedisClient;
+
+/**
+ * A TypeError before any command unless `client` is a Driver or a node-redis client that is open; the message
+ * names the usual mistakes: a pending `connect()`, an unconnected or closed client, an unwrapped ioredis or Bun
+ * client.
+ *
+ * @example
+ * ```ts
+ * checkClient("acquire lease", createClient().connect());
+ * // TypeError: Cannot acquire lease as 'client' is a Promise: await it first (…)
+ * ```
+ */
+export function checkClient(op: string, client: unknown): asserts client is RedisLike {
+  if (isDriver(client)) return;
+  const c = client as Record<string, unknown> | null | undefined;
+  const is = (...names: string[]) => names.every((n) => typeof c?.[n] === "function");
+  let why: string;
+  if (isNodeRedis(client)) {
+    if (c!.isOpen !== false) return;
+    why =
+      "is a node-redis client that is not connected: await client.connect() first (a closed client must be connected again)";
+  } else if (is("then")) why = "is a Promise: await it first (`await createClient().connect()` resolves to the client)";
+  else if (is("evalsha", "call")) why = 'is an ioredis client: wrap it with ioredis(client) from "redlease/ioredis"';
+  else if (is("send")) why = 'is a Bun RedisClient: wrap it with bunRedis(client) from "redlease/bun"';
+  else fail(op, "client", "must be a node-redis client or a redlease Driver", client);
+  throw new TypeError(`Cannot ${op} as 'client' ${why}`);
 }
 
 function errorCode(e: unknown): string {

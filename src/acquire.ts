@@ -5,7 +5,7 @@ import { resolveAcquire } from "./_validate.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 
 export type { AcquireOptions, CallOptions, KeyOptions, Lease, LeaseKind } from "./lease.ts";
-export type { RedisLike } from "./_client.ts";
+export type { NodeRedisClient, RedisLike } from "./_client.ts";
 export type { Redlock } from "./_acquire.ts";
 export type { Driver } from "./driver.ts";
 

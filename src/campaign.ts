@@ -1,5 +1,5 @@
-import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
-import { type RedisLike, stateOf } from "./_client.ts";
+import { acquireResolved, ownerOf } from "./_acquire.ts";
+import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { releaseHandle } from "./_hold.ts";
 import { keysOf, proclaimCall } from "./_protocol.ts";
 import { checkValue, fail, resolveAcquire } from "./_validate.ts";

@@ -1,6 +1,4 @@
-import { checkClient } from "./_acquire.ts";
-import type { RedisLike } from "./_client.ts";
-import { stateOf } from "./_client.ts";
+import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { forceUnlockCall, keysOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
 import type { CallOptions, KeyOptions } from "./lease.ts";

@@ -1,6 +1,4 @@
-import { checkClient } from "./_acquire.ts";
-import type { RedisLike } from "./_client.ts";
-import { stateOf } from "./_client.ts";
+import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { inspectCall, keysOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";

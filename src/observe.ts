@@ -1,5 +1,4 @@
-import { checkClient } from "./_acquire.ts";
-import { bounded, type RedisLike, stateOf } from "./_client.ts";
+import { bounded, checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { electionChannelOf, keysOf, leaderCall } from "./_protocol.ts";
 import { nap } from "./_timers.ts";
 import { checkName, checkPrefix, fail } from "./_validate.ts";

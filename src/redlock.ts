@@ -19,8 +19,8 @@
  *
  * @module
  */
-import { checkClient, REDLOCK, type Redlock } from "./_acquire.ts";
-import type { RedisLike } from "./_client.ts";
+import { REDLOCK, type Redlock } from "./_acquire.ts";
+import { checkClient, type RedisLike } from "./_client.ts";
 import { acquireRedlock } from "./_redlock.ts";
 import { fail } from "./_validate.ts";
 

@@ -1,5 +1,5 @@
-import { acquireResolved, checkClient, ownerOf } from "./_acquire.ts";
-import { ACQUIRE_GRACE_MS, type RedisLike, stateOf } from "./_client.ts";
+import { acquireResolved, ownerOf } from "./_acquire.ts";
+import { ACQUIRE_GRACE_MS, checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
 import { extendCall, holdId, keysOf, parseToken } from "./_protocol.ts";
 import { checkCallOptions, fail, type Resolved, resolveAcquire } from "./_validate.ts";

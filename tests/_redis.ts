@@ -5,6 +5,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "redis";
+import type { Driver } from "../src/driver.ts";
 
 export type Client = ReturnType<typeof createClient>;
 
@@ -154,4 +155,24 @@ export function abortedWithin(signal: AbortSignal, ms: number): Promise<unknown>
       resolve(signal.reason);
     }, { once: true });
   });
+}
+
+/**
+ * A client (a Driver) that sends nothing: every command fails the call with "no command may be sent" and is
+ * counted in `sent`. An argument refused while `sent` stays 0 was refused before any Redis command.
+ *
+ * @example
+ * ```ts
+ * const idle = noCommands();
+ * await assert.rejects(acquire(idle, ""), RangeError);
+ * assert.equal(idle.sent, 0);
+ * ```
+ */
+export function noCommands(): Driver & { sent: number } {
+  const refuse = () => {
+    d.sent++;
+    return Promise.reject(new Error("no command may be sent"));
+  };
+  const d = { sent: 0, evalScript: refuse, evalSource: refuse, loadScript: refuse, command: refuse };
+  return d;
 }

@@ -1,11 +1,16 @@
 // The published package, as a user gets it: build with tsup, `npm pack`, install the tarball into a fresh
-// project next to redis@4, then acquire and release a real lease from Node ESM, Node CommonJS, Bun and Deno
-// (each importing "redlease" and "redlease/node-redis" from that project's node_modules), and type-check a
-// consumer against the shipped .d.ts / .d.cts. Node only: the other runtimes run as child processes.
+// project next to node-redis v5 as its peer `redis` (npm must not answer ERESOLVE), then acquire and release a real
+// lease from Node ESM, Node CommonJS, Bun and Deno (each importing "redlease" and "redlease/node-redis" from that
+// project's node_modules), and type-check consumers against the shipped .d.ts / .d.cts; and the same install and
+// Node run next to node-redis v4. Node only: the other runtimes run as child processes.
+//
+// node-redis is installed from the repo's own copies, packed with what they depend on (node_modules/redis5 is
+// redis@5 and node_modules/redis redis@4, each with its @redis/* packages), so no registry is needed; only if that
+// install fails for another reason than ERESOLVE is the same version taken from the npm registry.
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { entries } from "../tsup.config.ts";
@@ -28,6 +33,65 @@ function ok(r: Ran, what: string): Ran {
   const out = `\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`;
   assert.equal(r.killed, false, `${what} timed out${out}`);
   assert.equal(r.code, 0, `${what} exited with ${r.code}${out}`);
+  return r;
+}
+
+const readJson = (file: string) => JSON.parse(readFileSync(file, "utf8"));
+
+/** Where Node finds package `name` from package directory `dir` (its node_modules, then its parents' up to the repo). */
+function resolveFrom(dir: string, name: string): string | undefined {
+  for (let at = dir;; at = dirname(at)) {
+    const candidate = join(at, "node_modules", name);
+    if (existsSync(join(candidate, "package.json"))) return candidate;
+    if (at === root || dirname(at) === at) return undefined;
+  }
+}
+
+/** Pack `dir` (a package under the repo's node_modules) and every package it depends on into `dest`. */
+async function packTree(dir: string, dest: string): Promise<string[]> {
+  const dirs = new Set<string>();
+  const visit = (d: string) => {
+    if (dirs.has(d)) return;
+    dirs.add(d);
+    const pkg = readJson(join(d, "package.json"));
+    for (const name of Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies })) {
+      const found = resolveFrom(d, name);
+      if (found) visit(found);
+      else if (!(name in (pkg.optionalDependencies ?? {}))) {
+        throw new Error(`${name}, a dependency of ${d}, is not installed`);
+      }
+    }
+  };
+  visit(dir);
+  mkdirSync(dest, { recursive: true });
+  const packed = ok(
+    await run("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", dest, ...dirs], root, 60_000),
+    "npm pack",
+  );
+  return (JSON.parse(packed.stdout) as Array<{ filename: string }>).map((p) => join(dest, p.filename));
+}
+
+/**
+ * Install the redlease tarball into `project` next to the node-redis in `redisDir` (as `redis`, its peer), as a
+ * user's `npm install redlease redis@<major>` does; fails on ERESOLVE, and when `npm ls` finds a peer unmet.
+ */
+async function installWithPeer(project: string, tarball: string, redisDir: string): Promise<Ran> {
+  const flags = ["--no-audit", "--no-fund"];
+  let r: Ran;
+  try {
+    const local = await packTree(redisDir, join(project, "..", `${basename(project)}-deps`));
+    r = await run("npm", ["install", tarball, ...local, ...flags, "--offline"], project, 90_000);
+  } catch (e) {
+    r = { code: 1, stdout: "", stderr: String(e), killed: false, ms: 0 };
+  }
+  assert.doesNotMatch(r.stderr, /ERESOLVE/, `npm install refused the peer:\n${r.stderr}`);
+  if (r.code !== 0) {
+    const version = readJson(join(redisDir, "package.json")).version;
+    r = await run("npm", ["install", tarball, `redis@${version}`, ...flags, "--prefer-offline"], project, 90_000);
+  }
+  ok(r, "npm install");
+  assert.doesNotMatch(r.stderr, /ERESOLVE/, r.stderr);
+  ok(await run("npm", ["ls", "--all"], project, 60_000), "npm ls (no missing or invalid peer)");
   return r;
 }
 
@@ -74,11 +138,11 @@ ${body("")}
 // A consumer type-checked under node16 resolution: `.mts` resolves the "import" types (.d.ts), `.cts` the
 // "require" types (.d.cts). redis is not imported, so skipLibCheck can stay off and our declarations are checked.
 const consumer =
-  `import { acquire, type AcquireOptions, isLeaseLostError, type Lease, LockTimeoutError, release, withLock } from "redlease";
+  `import { acquire, type AcquireOptions, isLeaseLostError, type Lease, LockTimeoutError, type NodeRedisClient, release, withLock } from "redlease";
 import { nodeRedis } from "redlease/node-redis";
 import type { Driver } from "redlease/node-redis";
 
-export async function use(client: object, options: AcquireOptions): Promise<number> {
+export async function use(client: NodeRedisClient, options: AcquireOptions): Promise<number> {
   const driver: Driver = nodeRedis(client);
   try {
     const lease: Lease = await acquire(driver, "types", options);
@@ -134,12 +198,32 @@ result.real = {
 console.log(JSON.stringify(result));
 `;
 
+// The same declarations against node-redis v5's own types (the installed peer): its clients are taken as they are,
+// a pending connect() is not. Checked with skipLibCheck: node-redis's own .d.ts files need @types/node, which this
+// project does not install.
+const withRedis5 = `import { createClient, createCluster, createSentinel } from "redis";
+import { acquire, release, withLock } from "redlease";
+import { nodeRedis } from "redlease/node-redis";
+
+export async function v5(url: string): Promise<boolean> {
+  const client = await createClient({ url }).connect();
+  const cluster = createCluster({ rootNodes: [{ url }] });
+  const sentinel = createSentinel({ name: "mymaster", sentinelRootNodes: [{ host: "127.0.0.1", port: 26379 }] });
+  // @ts-expect-error connect() resolves to the client: it must be awaited
+  await acquire(createClient({ url }).connect(), "types");
+  await withLock(nodeRedis(cluster), "types", () => 1);
+  await withLock(sentinel, "types", () => 1);
+  return release(await acquire(client, "types"));
+}
+`;
+
 const wanted = /^redlease ok (\S+): released=true,true timedOut=true fenced=true$/m;
 
 describe("npm package (built, packed and installed)", () => {
   let srv: RedisServer;
   let tmp: string;
   let project: string;
+  let tarball: string;
   let built: string[] = [];
 
   before(async () => {
@@ -174,6 +258,7 @@ describe("npm package (built, packed and installed)", () => {
     writeFileSync(join(project, "guards.mjs"), guards);
     writeFileSync(join(project, "use.mts"), consumer);
     writeFileSync(join(project, "use.cts"), consumer);
+    writeFileSync(join(project, "redis5.mts"), withRedis5);
     writeFileSync(
       join(project, "tsconfig.json"),
       JSON.stringify({
@@ -190,13 +275,15 @@ describe("npm package (built, packed and installed)", () => {
         files: ["use.mts", "use.cts"],
       }),
     );
+    writeFileSync(
+      join(project, "tsconfig.redis5.json"),
+      JSON.stringify({ extends: "./tsconfig.json", compilerOptions: { skipLibCheck: true }, files: ["redis5.mts"] }),
+    );
 
-    // The npm cache has redis@4 (the repo installed it), so try without the network first.
-    const install = ["install", join(tmp, info.filename), "redis@4", "--no-audit", "--no-fund"];
-    let r = await run("npm", [...install, "--offline"], project, 90_000);
-    if (r.code !== 0) r = await run("npm", [...install, "--prefer-offline"], project, 90_000);
-    ok(r, "npm install");
-  }, { timeout: 150_000 });
+    tarball = join(tmp, info.filename);
+    await installWithPeer(project, tarball, join(root, "node_modules", "redis5"));
+    assert.equal(readJson(join(project, "node_modules", "redis", "package.json")).version.split(".")[0], "5");
+  }, { timeout: 180_000 });
 
   after(async () => {
     await srv?.stop();
@@ -258,7 +345,10 @@ describe("npm package (built, packed and installed)", () => {
     const help = ok(await run(redleaseBin, ["--help"], project, 30_000), "redlease --help");
     assert.match(help.stdout, /redlease run NAME/);
     const child = [process.execPath, "-e", "process.stdout.write('fence=' + process.env.REDLEASE_FENCE)"];
-    const viaNode = ok(await run(redleaseBin, ["run", "--url", srv.url, "pkg-bin", "--", ...child], project, 30_000), "run");
+    const viaNode = ok(
+      await run(redleaseBin, ["run", "--url", srv.url, "pkg-bin", "--", ...child], project, 30_000),
+      "run",
+    );
     assert.match(viaNode.stdout, /fence=\d+/);
     const viaBun = ok(
       await run(bin("bun"), [redleaseBin, "run", "--url", srv.url, "pkg-bin", "--", ...child], project, 30_000),
@@ -301,5 +391,27 @@ describe("npm package (built, packed and installed)", () => {
     timeout: 90_000,
   }, async () => {
     ok(await run(bin("tsc"), ["-p", "tsconfig.json"], project, 60_000), "tsc");
+  });
+
+  test("a TypeScript consumer of node-redis v5 type-checks: its clients are taken, a pending connect() is not", {
+    timeout: 90_000,
+  }, async () => {
+    ok(await run(bin("tsc"), ["-p", "tsconfig.redis5.json"], project, 60_000), "tsc");
+  });
+
+  test("with node-redis v4 as the peer instead: installs without ERESOLVE, and Node acquires and releases", {
+    timeout: 150_000,
+  }, async () => {
+    const project4 = join(tmp, "project4");
+    mkdirSync(project4);
+    writeFileSync(
+      join(project4, "package.json"),
+      JSON.stringify({ name: "redlease-consumer-v4", private: true, type: "module" }, null, 2),
+    );
+    writeFileSync(join(project4, "check.mjs"), esm);
+    await installWithPeer(project4, tarball, join(root, "node_modules", "redis"));
+    assert.equal(readJson(join(project4, "node_modules", "redis", "package.json")).version.split(".")[0], "4");
+    const r = ok(await run(process.execPath, ["check.mjs", srv.url, "node-esm-v4"], project4, 60_000), "Node ESM, v4");
+    assert.match(r.stdout, /^redlease ok node-esm-v4: released=true,true timedOut=true fenced=true$/m);
   });
 });

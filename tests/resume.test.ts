@@ -3,10 +3,9 @@
 // run the same across real processes (a nested `redlease run`).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { createClient } from "redis";
 import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
-import { type Client, type RedisServer, sleep, startRedis, holdsOf, abortedWithin } from "./_redis.ts";
+import { type Client, noCommands, type RedisServer, sleep, startRedis, holdsOf, abortedWithin } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -15,9 +14,9 @@ let n = 0;
 const fresh = () => `resume-test-${++n}-${Math.random().toString(36).slice(2)}`;
 
 
-// A client that was never connected: any command fails with "The client is closed", so a TypeError proves the
-// input was rejected before any command.
-const closed = createClient({ url: "redis://127.0.0.1:1" }) as unknown as Client;
+// A client that sends nothing (any command fails the call): a TypeError proves the input was rejected before any
+// command.
+const idle = noCommands();
 
 describe("owner scope, lease.token and resume()", () => {
   before(async () => {
@@ -153,18 +152,19 @@ describe("owner scope, lease.token and resume()", () => {
     ];
     for (const t of bad) {
       await assert.rejects(
-        resume(closed, t as string),
+        resume(idle, t as string),
         (e: Error) => e instanceof TypeError && /Cannot resume lease as 'token' must be a lease\.token/.test(e.message),
         String(t),
       );
     }
-    await assert.rejects(resume(closed, good, { leaseMs: 0 }), RangeError);
-    await assert.rejects(resume(closed, good, { leaseMs: 10, watchdogMs: 300 }), TypeError);
-    await assert.rejects(resume(closed, good, { timeoutMs: -1 }), RangeError);
+    await assert.rejects(resume(idle, good, { leaseMs: 0 }), RangeError);
+    await assert.rejects(resume(idle, good, { leaseMs: 10, watchdogMs: 300 }), TypeError);
+    await assert.rejects(resume(idle, good, { timeoutMs: -1 }), RangeError);
     await assert.rejects(resume({} as Client, good), TypeError);
     const ac = new AbortController();
     ac.abort(new Error("stop"));
-    await assert.rejects(resume(closed, good, { signal: ac.signal }), /stop/);
+    await assert.rejects(resume(idle, good, { signal: ac.signal }), /stop/);
+    assert.equal(idle.sent, 0);
     await release(lease);
   });
 

@@ -4,7 +4,6 @@
 // signals on loss, inspect/forceUnlock and tokens. Two clients stand for two processes.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { createClient } from "redis";
 import {
   acquire,
   extend,
@@ -21,7 +20,7 @@ import {
 import { redlock } from "../src/redlock.ts";
 import { type ClientState, stateOf } from "../src/_client.ts";
 import { acquireCall, attemptId, keysOf, type Kind, type QueueEntry, releaseCall } from "../src/_protocol.ts";
-import { type Client, type RedisServer, sleep, startRedis, abortedWithin } from "./_redis.ts";
+import { type Client, noCommands, type RedisServer, sleep, startRedis, abortedWithin } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -38,7 +37,7 @@ async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> 
 }
 
 
-const closed = createClient({ url: "redis://127.0.0.1:1" }) as unknown as Client;
+const idle = noCommands();
 
 describe("shared leases", () => {
   before(async () => {
@@ -174,12 +173,13 @@ describe("shared leases", () => {
   });
 
   test("bad input is rejected before any Redis command; Redlock refuses permits", async () => {
-    await assert.rejects(acquire(closed, "x", { shared: "yes" as unknown as boolean }), TypeError);
-    await assert.rejects(acquire(closed, "x", { shared: true, permits: 2 }), TypeError);
-    await assert.rejects(acquire(closed, "x", { permits: 0 }), RangeError);
-    await assert.rejects(acquire(closed, "x", { permits: 1.5 }), RangeError);
-    const group = redlock([0, 1, 2].map(() => createClient({ url: "redis://127.0.0.1:1" }) as unknown as Client));
+    await assert.rejects(acquire(idle, "x", { shared: "yes" as unknown as boolean }), TypeError);
+    await assert.rejects(acquire(idle, "x", { shared: true, permits: 2 }), TypeError);
+    await assert.rejects(acquire(idle, "x", { permits: 0 }), RangeError);
+    await assert.rejects(acquire(idle, "x", { permits: 1.5 }), RangeError);
+    const group = redlock([0, 1, 2].map(() => noCommands()));
     await assert.rejects(acquire(group, "x", { permits: 3 }), TypeError);
+    assert.equal(idle.sent, 0);
   });
 });
 

@@ -17,14 +17,15 @@
  * @module
  */
 import { isNodeRedis, nodeRedisDriver } from "../_node_redis.ts";
+import type { NodeRedisClient } from "../_client.ts";
 import type { Driver } from "../driver.ts";
 
 /**
  * Wrap a connected node-redis v4/v5 client (standalone, cluster or sentinel) as a {@linkcode Driver}.
  *
- * @param client The connected node-redis client.
+ * @param client The connected node-redis client (a pending `connect()`, or an ioredis client, does not compile).
  * @returns A driver; waiters of a standalone client share one extra subscriber connection, closed with `client`.
- * @throws {TypeError} when `client` is not a node-redis client.
+ * @throws {TypeError} when `client` is not a node-redis client (a Promise: await it first).
  *
  * @example
  * ```ts
@@ -33,11 +34,14 @@ import type { Driver } from "../driver.ts";
  * const driver = nodeRedis(await createClient().connect());
  * ```
  */
-export function nodeRedis(client: object): Driver {
+export function nodeRedis(client: NodeRedisClient): Driver {
   if (!isNodeRedis(client)) {
-    throw new TypeError("Cannot wrap client as 'client' must be a node-redis client: current value is not one");
+    const promise = typeof (client as { then?: unknown } | null)?.then === "function";
+    const why = promise ? "is a Promise: await it first" : "must be a node-redis client: current value is not one";
+    throw new TypeError(`Cannot wrap client as 'client' ${why}`);
   }
   return nodeRedisDriver(client);
 }
 
+export type { NodeRedisClient } from "../_client.ts";
 export type { Driver } from "../driver.ts";
