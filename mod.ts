@@ -20,6 +20,7 @@
  */
 export * from "./src/acquire.ts";
 export * from "./src/campaign.ts";
+export * from "./src/configure.ts";
 export * from "./src/errors.ts";
 export * from "./src/extend.ts";
 export * from "./src/force_unlock.ts";

@@ -212,6 +212,11 @@ export function giveBack(
         settled();
         if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
           unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
+        } else {
+          st.logger?.warn(`redlease: lease '${name}' was not surely given back (${String(e)}); at worst it lapses by its TTL`, {
+            name,
+            error: e,
+          });
         }
       });
     if (delayMs > 0) unrefTimeout(() => send(delayMs), delayMs);

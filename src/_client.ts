@@ -1,5 +1,6 @@
 // Per-client state: script loading with NOSCRIPT recovery, waiter routing over the driver's pub/sub, and the
 // holds this client owns (one watchdog per held name and owner).
+import type { Logger } from "./configure.ts";
 import type { Script } from "./_scripts.ts";
 import type { Hold, Target } from "./_hold.ts";
 import { extendCall, parseMessage, releaseHeld, type WaiterMessage } from "./_protocol.ts";
@@ -172,6 +173,9 @@ export function stateOf(client: RedisLike): ClientState {
   return st;
 }
 
+/** Until configure() says otherwise: warnings to the console, as they are. */
+const defaultLogger: Logger = { warn: (message) => console.warn(message) };
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export class ClientState implements Target {
@@ -189,6 +193,8 @@ export class ClientState implements Target {
   #sent = new Map<string, Promise<unknown>>();
   #channels = new Map<string, Channel>();
   #checked = false;
+  /** Where this client's messages go (see configure()). */
+  logger: Logger | null = defaultLogger;
 
   constructor(readonly driver: Driver) {
     this.publish = driver.sharded ? "SPUBLISH" : "PUBLISH";
@@ -290,7 +296,7 @@ export class ClientState implements Target {
       // lease evicted then is lost early.
       const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
       if (policy && policy !== "noeviction") {
-        console.warn(`redlease: maxmemory-policy ${policy} lets Redis evict a lease early; use noeviction`);
+        this.logger?.warn(`redlease: maxmemory-policy ${policy} lets Redis evict a lease early; use noeviction`, { policy });
       }
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
   }

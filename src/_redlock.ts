@@ -1,6 +1,7 @@
 // Redlock over independent masters (the algorithm in the Redis documentation), on the same scripts and lease
 // handles as a single Redis: acquire on every node with a per-node timeout, succeed on a majority within the
 // lease's validity, undo everywhere otherwise; renew and release by quorum.
+import type { Logger } from "./configure.ts";
 import {
   ABORT_CLEANUP_MS,
   ACQUIRE_GRACE_MS,
@@ -42,6 +43,10 @@ export function groupOf(clients: readonly RedisLike[], nodeTimeoutMs: number): R
 export class RedlockGroup implements Target {
   readonly holds: Map<string, Hold> = new Map();
   readonly resumable = false;
+  /** A group's messages go where its first client's do. */
+  get logger(): Logger | null {
+    return this.nodes[0].logger;
+  }
   /**
    * Owner strings given to this group are its own (not those of the same string on one of its clients alone): one
    * group per set of clients and nodeTimeoutMs in a process (groupOf), so the same string re-enters through it.

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Bound } from "../src/_client.ts";
+import type { Logger } from "../src/configure.ts";
 import { type Clock, drift, grant, type Hold, type LeaseImpl, releaseHandle, type Target } from "../src/_hold.ts";
 import { keysOf } from "../src/_protocol.ts";
 import type { LeaseLostError } from "../src/errors.ts";
@@ -43,6 +44,7 @@ class FakeClock implements Clock {
 class FakeTarget implements Target {
   readonly holds = new Map<string, Hold>();
   readonly resumable = true;
+  logger: Logger | null = null;
   renewals: Array<{ at: number; ms: number; bound: Bound }> = [];
   answer: () => Promise<boolean> = () => Promise.resolve(true);
   constructor(readonly clock: FakeClock) {}
@@ -89,6 +91,19 @@ describe("Hold (fake time)", () => {
     assert.ok(lease.signal.aborted);
     assert.equal((lease.signal.reason as LeaseLostError).why, "unreachable");
     assert.equal(clock.pending, 0, "no timer left behind");
+  });
+
+  test("a logger's debug hears of each retried renewal and of the loss; warn hears nothing", async () => {
+    const { clock, target, lease } = setup();
+    const debug: string[] = [], warn: string[] = [];
+    target.logger = { warn: (m) => void warn.push(m), debug: (m, d) => void debug.push(`${m} ${d.name} ${String(d.error)}`) };
+    target.answer = () => Promise.reject(new Error("ECONNREFUSED"));
+    await clock.advance(3_000);
+    assert.ok(lease.signal.aborted);
+    const retried = debug.filter((m) => /renewing lease 'job' failed; retrying for \d+ ms job Error: ECONNREFUSED/.test(m));
+    assert.ok(retried.length >= 3 && retried.length === debug.length - 1, debug.join("\n"));
+    assert.match(debug[debug.length - 1], /lease 'job' lost \(unreachable\) job/);
+    assert.deepEqual(warn, []);
   });
 
   test("a renewal that hangs does not hold the hold past its deadline", async () => {

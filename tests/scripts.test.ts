@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { acquire, type Driver, extend, inspect, release } from "../mod.ts";
+import { acquire, configure, type Driver, extend, inspect, LeaseLostError, type LogDetails, release } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-import { type Client, type RedisServer, startRedis } from "./_redis.ts";
+import { abortedWithin, type Client, noCommands, type RedisServer, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -104,5 +104,55 @@ describe("eviction policy warning", () => {
     }
     assert.equal(warnings.length, 1, warnings.join("\n"));
     assert.match(warnings[0], /maxmemory-policy volatile-lru/);
+  });
+
+  test("configure(): the warning goes to the client's logger with its details; null silences it", async () => {
+    const evicting = await startRedis(["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"]);
+    const onConsole: string[] = [];
+    const original = console.warn;
+    console.warn = (...args: unknown[]) => void onConsole.push(args.join(" "));
+    try {
+      const logged: Array<[string, LogDetails]> = [];
+      const c = await evicting.client();
+      configure(c, { logger: { warn: (message, details) => void logged.push([message, details]) } });
+      await release(await acquire(c, "evict-logged"));
+      const quiet = await evicting.client();
+      configure(quiet, { logger: null });
+      await release(await acquire(quiet, "evict-quiet"));
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(logged.length, 1, JSON.stringify(logged));
+      assert.match(logged[0][0], /maxmemory-policy allkeys-lru/);
+      assert.equal(logged[0][1].policy, "allkeys-lru");
+      assert.deepEqual(onConsole, [], "nothing went to the console");
+    } finally {
+      console.warn = original;
+      await evicting.stop();
+    }
+  });
+
+  test("configure(): a logger's debug hears of a lost lease, with its name and why; bad options are refused", async () => {
+    const srv = await startRedis();
+    try {
+      const c = await srv.client();
+      const admin = await srv.client();
+      const debug: Array<[string, LogDetails]> = [];
+      configure(c, { logger: { warn: () => {}, debug: (message, details) => void debug.push([message, details]) } });
+      const lease = await acquire(c, "debug-lost", { watchdogMs: 300 });
+      await admin.del("redlease:{debug-lost}");
+      const reason = await abortedWithin(lease.signal, 5_000);
+      assert.ok(reason instanceof LeaseLostError, String(reason));
+      assert.equal(debug.length, 1, JSON.stringify(debug));
+      assert.match(debug[0][0], /lease 'debug-lost' lost \(not-held\)/);
+      assert.equal(debug[0][1].name, "debug-lost");
+      assert.equal(debug[0][1].why, "not-held");
+      const none = noCommands();
+      assert.throws(() => configure(none, { logger: {} as never }), TypeError);
+      assert.throws(() => configure(none, { logger: { warn: () => {}, debug: 1 } as never }), TypeError);
+      assert.throws(() => configure(none, null as never), TypeError);
+      assert.throws(() => configure({} as never, { logger: null }), TypeError);
+      assert.equal(none.sent, 0);
+    } finally {
+      await srv.stop();
+    }
   });
 });

@@ -1,0 +1,77 @@
+import { type RedisLike, stateOf } from "./_client.ts";
+import { checkClient } from "./_client.ts";
+import { fail } from "./_validate.ts";
+
+/**
+ * Where redlease's own messages go: the warnings it cannot throw (a risky server setting, a lease that could not be
+ * given back and will lapse by its TTL) and, if `debug` is there, what it retries by itself (a renewal that failed
+ * and is tried again, a lease lost). Errors the caller can act on are still thrown or given as `lease.signal`'s
+ * reason; the logger only adds a record. `console` fits, and so does any logger with these two methods.
+ *
+ * @example Route redlease's warnings into your logger, with their details as fields
+ * ```ts
+ * import { configure } from "redlease";
+ * configure(client, { logger: { warn: (message, details) => log.warn({ ...details, lib: "redlease" }, message) } });
+ * ```
+ */
+export interface Logger {
+  /** Something an operator should see: a server setting that can lose leases, a give-back that never got through. */
+  warn(message: string, details: LogDetails): void;
+  /** What redlease handles by itself (a renewal retried, a lease lost: its signal has aborted). Off unless given. */
+  debug?(message: string, details: LogDetails): void;
+}
+
+/** The facts of a {@linkcode Logger} message, as fields. */
+export interface LogDetails {
+  /** The lease name the message is about, if any. */
+  readonly name?: string;
+  /** The error behind it, if any. */
+  readonly error?: unknown;
+  /** The Redis `maxmemory-policy`, for the eviction warning. */
+  readonly policy?: string;
+  /** For a lost lease: why (see `LeaseLostError.why`). */
+  readonly why?: string;
+}
+
+/** Options of {@linkcode configure}. */
+export interface ConfigureOptions {
+  /**
+   * Where this client's messages go; `null` drops them.
+   * @default {console's warn (and no debug)}
+   * @example
+   * ```ts
+   * configure(client, { logger: null }); // silence redlease on this client
+   * ```
+   */
+  readonly logger?: Logger | null;
+}
+
+/**
+ * Configure how redlease works with `client`, for every later call with it (each client is configured on its own; for
+ * a Redlock group, configure each of its clients).
+ *
+ * @param client A connected node-redis client or a {@linkcode Driver}.
+ * @param options See {@linkcode ConfigureOptions}; an option left out keeps its current setting.
+ * @throws {TypeError} for an invalid client or option.
+ *
+ * @example Send redlease's warnings to your logger
+ * ```ts
+ * import { configure } from "redlease";
+ * configure(client, { logger: { warn: (message, details) => myLogger.warn(message, details) } });
+ * ```
+ */
+export function configure(client: RedisLike, options: ConfigureOptions): void {
+  const op = "configure";
+  checkClient(op, client);
+  if (options === null || typeof options !== "object") fail(op, "options", "must be an object", options);
+  const logger = options.logger;
+  if (logger !== undefined && logger !== null) {
+    if (typeof logger !== "object" || typeof logger.warn !== "function") {
+      fail(op, "logger", "must have a warn(message, details) method, or be null", logger);
+    }
+    if (logger.debug !== undefined && typeof logger.debug !== "function") {
+      fail(op, "logger.debug", "must be a function when given", logger.debug);
+    }
+  }
+  if ("logger" in options && logger !== undefined) stateOf(client).logger = logger;
+}
