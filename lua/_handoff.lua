@@ -19,19 +19,26 @@
 --   'blocked' (the head waits) or 'empty' (the queue ran out); granted is the ms until the first grant made lapses
 --   unclaimed, or false when none was made. In a set mode the lease key is left with the new `last` (except on
 --   'self': the caller writes it); otherwise the caller keeps `last` (dead entries consume fences).
+--   While nothing is held the head can always proceed, so it is popped; while the lease is held in a set mode the
+--   head may have to wait, so it is only looked at (ZRANGE) and removed once it proceeds or is dropped: a blocked
+--   head then costs one read instead of a pop and a push back.
 local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
-  local granted, first = false, last
+  local granted, first, peeked = false, last, false
   now = now or now_us()
-  -- When the latest live hold expires: the set record lives as long.
-  local maxus = n > 0 and latest(s) or 0
+  -- When the latest live hold expires (read when first needed): the set record lives as long.
+  local maxus
   local function stop(r)
     if mode and last ~= first then
+      maxus = maxus or (n > 0 and latest(s) or 0)
       redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'PXAT', at_ms(maxus))
     end
     return r, last, mode, n, granted
   end
   while true do
-    top = top or redis.call('ZPOPMIN', q)
+    if not top then
+      peeked = mode ~= nil
+      if peeked then top = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES') else top = redis.call('ZPOPMIN', q) end
+    end
     if not top[1] then return stop('empty') end
     local cid, wid, ms, cms, kind, owner = string.match(top[1], '^([^|]*)|([^|]*)|(%d+)|(%d+)|([^|]*)|(.*)$')
     local cap = cid and tonumber(string.match(kind, '^p(%d+)$'))
@@ -51,11 +58,16 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
       ok = (not mode or mode == kind) and (n < cap or mf ~= nil)
     end
     if ok == false then
-      redis.call('ZADD', q, top[2], top[1])
-      -- (ZPOPMIN may have emptied, and so deleted, the queue: the key made again must expire too.)
-      redis.call('PEXPIRE', q, 30000, 'NX')
+      if not peeked then
+        -- (A head popped by the caller: put back. ZPOPMIN may have emptied, and so deleted, the queue: the key made
+        -- again must expire too.)
+        redis.call('ZADD', q, top[2], top[1])
+        redis.call('PEXPIRE', q, 30000, 'NX')
+      end
       return stop('blocked')
-    elseif ok and wid == self then
+    end
+    if peeked then redis.call('ZREM', q, top[1]) end
+    if ok and wid == self then
       return 'self', last, mode, n, granted
     elseif ok then
       local window = math.min(tonumber(cms), tonumber(ms))
@@ -79,7 +91,8 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
           n = n + 1
         end
         mode = kind
-        if us > maxus then maxus = us end
+        -- (Read after this hold was written, the latest includes it.)
+        maxus = math.max(maxus or latest(s), us)
         redis.call('SET', h, string.format('%d', last) .. '/' .. kind, 'PXAT', at_ms(maxus))
         first = last
       end

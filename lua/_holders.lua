@@ -11,6 +11,7 @@
 -- purge(s, d, now): drops the holds that expired by `now`; returns how many are left.
 -- holders(s, d, now, hint): purge(), and the kind of the live holds (nil when none): `hint` when given (the kind a
 --   set record names: it is the kind of the live holds while any live), else read from the first hold's record.
+--   Without a hint, one EXISTS tells the common case (no holder set); with one, the set is there to count.
 -- at_ms(us): the PEXPIREAT / PXAT time (ms) at which something expiring at `us` (µs) has surely expired.
 -- earliest(s, now): ms until the first live hold expires (at least 1).
 -- latest(s): µs when the last live hold expires (0 when none).
@@ -37,7 +38,7 @@ end
 
 local function holders(s, d, now, hint)
   -- (Most leases have no holder set: one call tells.)
-  if redis.call('EXISTS', s) == 0 then return 0, nil end
+  if not hint and redis.call('EXISTS', s) == 0 then return 0, nil end
   local n = purge(s, d, now)
   if n == 0 then return 0, nil end
   if hint then return n, hint end

@@ -84,7 +84,8 @@ end
 local cap = tonumber(string.match(kind, '^p(%d+)$'))
 if cap and n >= cap then return busy(earliest(s, now)) end
 -- FIFO: queued waiters go first; the run admitted may reach this caller, or empty the queue.
-if redis.call('EXISTS', q) == 1 then
+local queued = redis.call('EXISTS', q) == 1
+if queued then
   local r, g
   r, fence, mode, n, g = admit(h, q, s, d, pub, fence, aid, nil, mode, n, now)
   if (r ~= 'self' and r ~= 'empty') or (mode and mode ~= kind) or (cap and n >= cap) then
@@ -98,6 +99,7 @@ local f = next_fence(fence, now)
 put(s, d, owner, f, aid, 1, false, until_us, kind, n == 0)
 redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'PXAT', at_ms(n == 0 and until_us or latest(s)))
 done(f)
--- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits).
-if redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1, now) end
+-- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits); none when nobody
+-- was queued before (this script queued nobody since).
+if queued and redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1, now) end
 return f
