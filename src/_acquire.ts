@@ -1,6 +1,7 @@
 // acquire() after validation, and the argument checks shared by the public entry points. The flow reads one way:
 // attempt (one script call, bounded) → grant (a hold with its local deadline) or wait (queued, woken by one
 // message, re-checking on a heartbeat) → grant. A call whose outcome is unknown is undone by its attempt id.
+import { log } from "./_log.ts";
 import {
   ABORT_CLEANUP_MS,
   ACQUIRE_GRACE_MS,
@@ -213,7 +214,7 @@ export function giveBack(
         if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
           unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
         } else {
-          st.logger?.warn(`redlease: lease '${name}' was not surely given back (${String(e)}); at worst it lapses by its TTL`, {
+          log(st.logger, "warn", `redlease: lease '${name}' was not surely given back (${String(e)}); at worst it lapses by its TTL`, {
             name,
             error: e,
           });

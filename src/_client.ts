@@ -1,6 +1,7 @@
 // Per-client state: script loading with NOSCRIPT recovery, waiter routing over the driver's pub/sub, and the
 // holds this client owns (one watchdog per held name and owner).
 import type { Logger } from "./configure.ts";
+import { log } from "./_log.ts";
 import type { Script } from "./_scripts.ts";
 import type { Hold, Target } from "./_hold.ts";
 import { extendCall, parseMessage, releaseHeld, type WaiterMessage } from "./_protocol.ts";
@@ -296,7 +297,7 @@ export class ClientState implements Target {
       // lease evicted then is lost early.
       const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
       if (policy && policy !== "noeviction") {
-        this.logger?.warn(`redlease: maxmemory-policy ${policy} lets Redis evict a lease early; use noeviction`, { policy });
+        log(this.logger, "warn", `redlease: maxmemory-policy ${policy} lets Redis evict a lease early; use noeviction`, { policy });
       }
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
   }

@@ -2,6 +2,7 @@
 // It owns its clock and its one timer (the next renewal, or the local deadline) and every change of its state:
 // granted, re-entered, renewed, extended, lost, released.
 import type { Logger } from "./configure.ts";
+import { log } from "./_log.ts";
 import type { Bound } from "./_client.ts";
 import { holdId, type Kind, type LeaseKeys, tokenOf } from "./_protocol.ts";
 import { LeaseLostError, type LeaseLossReason } from "./errors.ts";
@@ -202,12 +203,12 @@ export class Hold {
       // Redis unreachable or erroring: keep trying until the local deadline, then give the lease up.
       const left = this.#deadline - this.clock.now();
       if (left <= 0) return this.lose(this.#watchdog ? "unreachable" : "expired", e);
-      this.target.logger?.debug?.(`redlease: renewing lease '${this.name}' failed; retrying for ${Math.round(left)} ms`, {
+      if (this.#timer !== undefined) this.clock.clear(this.#timer);
+      this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
+      log(this.target.logger, "debug", `redlease: renewing lease '${this.name}' failed; retrying for ${Math.round(left)} ms`, {
         name: this.name,
         error: e,
       });
-      if (this.#timer !== undefined) this.clock.clear(this.#timer);
-      this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
       return;
     }
     this.#renewing = false;
@@ -229,8 +230,8 @@ export class Hold {
     this.stop();
     this.ended();
     const reason = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
-    this.target.logger?.debug?.(`redlease: lease '${this.name}' lost (${why})`, { name: this.name, why, error: cause });
     for (const h of this.handles.slice()) h.end(reason); // a copy: a handle's abort listener may release it
+    log(this.target.logger, "debug", `redlease: lease '${this.name}' lost (${why})`, { name: this.name, why, error: cause });
   }
 
   stop(): void {

@@ -47,8 +47,8 @@ export interface ConfigureOptions {
 }
 
 /**
- * Configure how redlease works with `client`, for every later call with it (each client is configured on its own; for
- * a Redlock group, configure each of its clients).
+ * Configure how redlease works with `client`, for every later call with it (each client is configured on its own; a
+ * Redlock group's messages go to its first client's logger).
  *
  * @param client A connected node-redis client or a {@linkcode Driver}.
  * @param options See {@linkcode ConfigureOptions}; an option left out keeps its current setting.

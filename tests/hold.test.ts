@@ -106,6 +106,24 @@ describe("Hold (fake time)", () => {
     assert.deepEqual(warn, []);
   });
 
+  test("a logger that throws changes nothing: renewals go on after a failure, a loss still aborts the signal", async () => {
+    const throwing = { warn: () => { throw new Error("warn broke"); }, debug: () => { throw new Error("debug broke"); } };
+    const { clock, target, lease } = setup();
+    target.logger = throwing;
+    let fails = 1;
+    target.answer = () => (fails-- > 0 ? Promise.reject(new Error("ECONNRESET")) : Promise.resolve(true));
+    await clock.advance(10_000);
+    assert.ok(target.renewals.length > 5, `renewed ${target.renewals.length} times after one failure`);
+    assert.equal(lease.signal.aborted, false);
+    let abortedAtLog: boolean | undefined;
+    target.logger = { warn: () => {}, debug: () => { abortedAtLog = lease.signal.aborted; throw new Error("debug broke"); } };
+    target.answer = () => Promise.resolve(false);
+    await clock.advance(3_000);
+    assert.equal((lease.signal.reason as LeaseLostError).why, "not-held");
+    assert.equal(abortedAtLog, true, "debug hears of a loss after the signal aborted");
+    assert.equal(clock.pending, 0, "no timer left behind");
+  });
+
   test("a renewal that hangs does not hold the hold past its deadline", async () => {
     const { clock, target, lease } = setup();
     target.answer = () => new Promise(() => {});

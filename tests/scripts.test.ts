@@ -2,6 +2,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, configure, type Driver, extend, inspect, LeaseLostError, type LogDetails, release } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
+import { giveBack } from "../src/_acquire.ts";
+import { stateOf } from "../src/_client.ts";
+import { keysOf } from "../src/_protocol.ts";
 import { abortedWithin, type Client, noCommands, type RedisServer, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
@@ -128,6 +131,21 @@ describe("eviction policy warning", () => {
       console.warn = original;
       await evicting.stop();
     }
+  });
+
+  test("configure(): a give-back that never gets through warns once; a logger that throws breaks nothing", async () => {
+    const failing = () => Promise.reject(new Error("LOADING Redis is loading the dataset in memory"));
+    const driver: Driver = { evalScript: failing, evalSource: failing, loadScript: failing };
+    const warned: string[] = [];
+    configure(driver, { logger: { warn: (m) => void warned.push(m) } });
+    await giveBack(stateOf(driver), keysOf("redlease", "gb"), { kind: "x", owner: "me" }, 300, "gb");
+    await new Promise((r) => setTimeout(r, 700)); // its retries, until the lease would have lapsed anyway
+    assert.equal(warned.length, 1, warned.join("\n"));
+    assert.match(warned[0], /lease 'gb' was not surely given back \(Error: LOADING/);
+    // A logger that throws: the give-back settles, and nothing is left unhandled (the test runner would fail on it).
+    configure(driver, { logger: { warn: () => { throw new Error("warn broke"); } } });
+    await giveBack(stateOf(driver), keysOf("redlease", "gb"), { kind: "x", owner: "me" }, 300, "gb");
+    await new Promise((r) => setTimeout(r, 700));
   });
 
   test("configure(): a logger's debug hears of a lost lease, with its name and why; bad options are refused", async () => {
