@@ -2,6 +2,7 @@
 // handles as a single Redis: acquire on every node with a per-node timeout, succeed on a majority within the
 // lease's validity, undo everywhere otherwise; renew and release by quorum.
 import type { Logger } from "./configure.ts";
+import { giveBack } from "./_acquire.ts";
 import {
   ABORT_CLEANUP_MS,
   ACQUIRE_GRACE_MS,
@@ -59,11 +60,12 @@ export class RedlockGroup implements Target {
   }
 
   /** Run `fn` on every node at once; each result is its reply, or the error (a NodeTimeout after the timeout). */
-  all(fn: (st: ClientState, i: number) => Promise<unknown>): Promise<unknown[]> {
+  all(fn: (st: ClientState, i: number) => Promise<unknown>, perNode = true): Promise<unknown[]> {
     return Promise.all(this.nodes.map((st, i) =>
       new Promise<unknown>((resolve) => {
-        const timer = unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${this.nodeTimeoutMs} ms`)), this.nodeTimeoutMs);
-        fn(st, i).then(resolve, resolve).finally(() => clearTimeout(timer));
+        const ms = this.nodeTimeoutMs;
+        const timer = perNode ? unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${ms} ms`)), ms) : undefined;
+        fn(st, i).then(resolve, resolve).finally(() => timer !== undefined && clearTimeout(timer));
       })
     ));
   }
@@ -90,11 +92,20 @@ export class RedlockGroup implements Target {
     throw new QuorumError(hold.name, ok, this.quorum, rs.filter((r) => r instanceof Error));
   }
 
+  /**
+   * Release on every node, each waiting up to the caller's bound (not the per-node timeout, which keeps a slow node
+   * from delaying a grant: a release has no grant to lose, and an answer missed would be reported as "not held").
+   * True when a majority released it, false when a majority did not hold it; otherwise the outcome is unknown.
+   */
   async release(hold: Hold, bound: Bound): Promise<boolean> {
-    const rs = await this.all((st, i) =>
-      releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound)
+    const rs = await this.all(
+      (st, i) => releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound),
+      false,
     );
-    return rs.filter((r) => typeof r === "string" && r !== "not-held").length >= this.quorum;
+    const released = rs.filter((r) => typeof r === "string" && r !== "not-held").length;
+    if (released >= this.quorum) return true;
+    if (rs.filter((r) => r === "not-held").length > this.nodes.length - this.quorum) return false;
+    throw new QuorumError(hold.name, released, this.quorum, rs.filter((r) => r instanceof Error));
   }
 }
 
@@ -132,7 +143,7 @@ export async function acquireRedlock(
       const sent = group.all((st, i) =>
         typeof rs?.[i] === "number" && (rs[i] as number) <= 0
           ? Promise.resolve(0)
-          : releaseCall(st, keys, { kind: o.kind, owner, attempt })
+          : giveBack(st, keys, { kind: o.kind, owner, attempt }, o.ms, o.name)
       );
       const left = o.signal?.aborted ? ABORT_CLEANUP_MS : bound.until - performance.now();
       await Promise.race([sent, nap(Math.max(0, left), undefined)]);

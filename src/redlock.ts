@@ -25,7 +25,7 @@ import { acquireRedlock } from "./_redlock.ts";
 import { fail } from "./_validate.ts";
 
 // The types its signature names, so that this entry documents them on its own.
-export type { RedisLike } from "./_client.ts";
+export type { NodeRedisClient, RedisLike } from "./_client.ts";
 export type { Driver } from "./driver.ts";
 export type { Redlock } from "./_acquire.ts";
 

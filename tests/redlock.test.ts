@@ -137,6 +137,27 @@ describe("Redlock over 5 independent masters", () => {
     assert.equal(await keysOn(a, name), 0, "the late grant on the stalled node is released too");
   });
 
+  test("a release waits for nodes slower than the per-node timeout, instead of reporting the lease as not held", async () => {
+    const name = fresh();
+    const lease = await acquire(redlock(a), name, { nodeTimeoutMs: 50 });
+    // A majority of the nodes answer after 300 ms (busy, or a slow network): well within the release's own bound.
+    const stalls = await Promise.all(a.slice(0, 3).map(async (c) => {
+      const stall = c.duplicate();
+      stall.on("error", () => {});
+      await stall.connect();
+      return stall;
+    }));
+    const sleeping = stalls.map((c) => c.sendCommand(["DEBUG", "SLEEP", "0.3"]));
+    try {
+      await sleep(20);
+      assert.equal(await release(lease), true);
+    } finally {
+      await Promise.all(sleeping);
+      await Promise.all(stalls.map((c) => c.quit()));
+    }
+    assert.equal(await keysOn(a, name), 0, "released on every node");
+  });
+
   test("mutual exclusion holds across 3 processes contending through Redlock", async () => {
     const name = fresh();
     const [cmd, pre] = runtimeArgs(join(here, "fixtures", "redlock_worker.ts"));
