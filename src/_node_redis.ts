@@ -31,6 +31,7 @@ interface Sentinel {
   subscribe(channel: string, listener: Listener): Promise<unknown>;
   unsubscribe(channel: string, listener: Listener): Promise<unknown>;
   getMasterNode(): unknown;
+  on?(event: "topology-change", fn: (e: { type?: string }) => void): unknown;
 }
 
 function has(c: unknown, ...names: string[]): boolean {
@@ -73,12 +74,33 @@ export function nodeRedisDriver(c: unknown): Driver {
   }
   if (has(c, "getMasterNode", "sendCommand", "subscribe")) {
     const s = c as Sentinel;
+    let resubscribed: (() => void) | undefined;
+    let subscribed = 0;
+    // On a failover node-redis moves the pub/sub connection to the new master by itself, and a message published
+    // before it has subscribed there again is lost. A probe subscription queues behind that move: once it is
+    // confirmed the channels are back, and waiters and observers re-check.
+    const probe = `redlease:probe:${crypto.randomUUID()}`;
+    const none = () => {};
+    s.on?.("topology-change", (e) => {
+      if (e?.type !== "MASTER_CHANGE" || subscribed <= 0 || !resubscribed) return;
+      s.subscribe(probe, none).then(() => {
+        resubscribed?.();
+        return s.unsubscribe(probe, none);
+      }).catch(() => {});
+    });
     return {
       ...evals((_keys, command) => s.sendCommand(false, command)),
       loadScript: async (source) => String(await s.sendCommand(false, ["SCRIPT", "LOAD", source])),
       command: (_key, args) => s.sendCommand(false, [...args]),
-      subscribe: async (ch, l) => void await s.subscribe(ch, l),
-      unsubscribe: async (ch, l) => void await s.unsubscribe(ch, l),
+      subscribe: async (ch, l) => {
+        await s.subscribe(ch, l);
+        subscribed++;
+      },
+      unsubscribe: async (ch, l) => {
+        subscribed--;
+        await s.unsubscribe(ch, l);
+      },
+      onResubscribed: (fn) => void (resubscribed = fn),
     };
   }
   const client = c as Standalone;

@@ -14,6 +14,7 @@ import {
 } from "../mod.ts";
 import { pause, resume, sleep, startSentinel, type StartedSentinel } from "./_topology.ts";
 import { holdsOf } from "./_redis.ts";
+import { nodeRedis } from "../src/adapters/node_redis.ts";
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
   const end = performance.now() + timeoutMs;
@@ -200,6 +201,28 @@ describe("primary + replica + 3 sentinels", () => {
       assert.match(String(await s.command(newPort, "GET", hash)), /^\d+$/, `${hash} keeps only the last fence`);
       for (const key of keys) assert.ok(Number(await s.command(newPort, "PTTL", key)) > 0, `${key} has a TTL`);
     }
+  });
+
+  test("after a failover the driver tells of a resubscription once its channels are subscribed on the new primary", async () => {
+    const s = await startSentinel();
+    setups.push(s);
+    const driver = nodeRedis(await s.sentinelClient());
+    const channel = "redlease:{resubscribe}:w:test";
+    const heard: string[] = [];
+    const listener = (m: string) => void heard.push(m);
+    await driver.subscribe!(channel, listener);
+    let told!: (subscribers: number) => void;
+    const resubscribed = new Promise<number>((r) => (told = r));
+    // At the moment it tells, the channel has its subscriber on the new primary: nothing published from then is lost.
+    driver.onResubscribed!(() => void s.currentMaster().then((m) => s.command(m.port, "PUBSUB", "NUMSUB", channel)).then((r) => told(Number((r as unknown[])[1]))));
+    await s.killMaster();
+    const newPort = await s.waitForFailover(s.master.port);
+    const subscribers = await Promise.race([resubscribed, sleep(20_000).then(() => "never told")]);
+    assert.equal(subscribers, 1, "told once the channel is subscribed on the new primary");
+    const promoted = await s.nodeClient(newPort);
+    await promoted.publish(channel, "after");
+    await until("the message published on the new primary", async () => heard.includes("after") || undefined, 5_000);
+    await driver.unsubscribe!(channel, listener);
   });
 
   test("without replicas a failover can lose a just-granted lease; with replicas the same grant is refused", async () => {
