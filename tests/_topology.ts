@@ -25,6 +25,7 @@ import { createClient, createCluster } from "redis";
 import { createSentinel } from "redis5";
 import { Redis as IORedis, type RedisOptions as IORedisOptions } from "ioredis";
 import { type Client, freePort, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { crc16, slotOf } from "../src/adapters/_slot.ts";
 
 export { freePort, sleep };
 
@@ -385,33 +386,8 @@ async function nodeClientFor(port: number, track: Array<() => Promise<unknown>>)
 // ---------------------------------------------------------------------------------------------------------------------
 // Hash slots
 
-const CRC16_TABLE = (() => {
-  const t = new Uint16Array(256);
-  for (let i = 0; i < 256; i++) {
-    let crc = i << 8;
-    for (let j = 0; j < 8; j++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-    t[i] = crc;
-  }
-  return t;
-})();
-
-/** CRC16-CCITT (XMODEM: poly 0x1021, init 0, no reflection), as used by Redis Cluster. */
-export function crc16(data: Uint8Array): number {
-  let crc = 0;
-  for (let i = 0; i < data.length; i++) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ data[i]!) & 0xff]!;
-  return crc;
-}
-
-/** The cluster hash slot of a key: CRC16 of the key (or of its non-empty `{hash tag}`) mod 16384. */
-export function slotOf(key: string | Uint8Array): number {
-  const bytes = typeof key === "string" ? Buffer.from(key, "utf8") : key;
-  const open = bytes.indexOf(0x7b); // {
-  if (open >= 0) {
-    const close = bytes.indexOf(0x7d, open + 1); // }
-    if (close > open + 1) return crc16(bytes.subarray(open + 1, close)) & 16383;
-  }
-  return crc16(bytes) & 16383;
-}
+// The one CRC16 lives in src (the ioredis adapter ships it); src never imports from tests.
+export { crc16, slotOf };
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Cluster
