@@ -1,4 +1,4 @@
-// Self-check for tests/_topology.ts (not a test file):
+// Self-check for tests/_topology.ts and the modules behind it in tests/_servers/ (not a test file):
 //
 //   node --import tsx tests/_topology_check.ts
 //   npx bun tests/_topology_check.ts
