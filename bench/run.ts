@@ -38,7 +38,7 @@ import {
 } from "./_libs.ts";
 import { killAllChildren, runOnce, Worker } from "./_proc.ts";
 import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./_report.ts";
-import { type Server, sleep, startRedis } from "./_server.ts";
+import { type RedisServer as Server, sleep, startRedis } from "../tests/_servers/redis.ts";
 import { clockSkewMs, parseCommandStats, parseCpuMicros, pct, perOp, r2, r3, sortedF64 } from "./_stats.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -588,7 +588,7 @@ async function main() {
   };
 
   try {
-    server = await startRedis();
+    server = await startRedis([], { label: "bench" });
     run.env.redis = server.version;
     const admin = createClient({ url: server.url });
     admin.on("error", () => {});

@@ -20,12 +20,12 @@ import { loadavg } from "node:os";
 import { createClient } from "redis";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { FAIR_HANDOFF, FAIR_QUEUE, FENCED_ACQUIRE, FENCED_RELEASE } from "./_libs.ts";
-import { startRedis } from "./_server.ts";
+import { startRedis } from "../tests/_servers/redis.ts";
 import { median, parseCommandStats, parseCpuMicros, r2 } from "./_stats.ts";
 
 const N = Number(process.argv[2] ?? 20_000);
 const RUNS = Number(process.argv[3] ?? 3);
-const server = await startRedis();
+const server = await startRedis([], { label: "bench" });
 const c = createClient({ url: server.url });
 const admin = createClient({ url: server.url });
 const sub = createClient({ url: server.url });

@@ -12,7 +12,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createClient } from "redis";
 import { acquire, release } from "../mod.ts";
-import { type NodeRedisClient, sleep, startRedis } from "./_server.ts";
+import { type Client as NodeRedisClient, sleep, startRedis } from "../tests/_servers/redis.ts";
 import { pct, r3, sortedF64 } from "./_stats.ts";
 
 const args = process.argv.slice(2);
@@ -34,7 +34,7 @@ interface Row {
   readerWaitP99: number;
 }
 
-const server = await startRedis();
+const server = await startRedis([], { label: "bench" });
 const connect = async (): Promise<NodeRedisClient> => {
   const c = createClient({ url: server.url });
   c.on("error", () => {});

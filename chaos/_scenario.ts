@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { type Analysis, analyze, type LeakReport } from "./_analyze.ts";
 import { type LeaseMode, resourceKeys, wall, type WorkerConfig, type WorkerFault, type WorkerResult } from "./_protocol.ts";
 import { type FaultProxy, startProxy } from "./_proxy.ts";
-import { type Client, RedisProc } from "./_servers.ts";
+import { type ChaosRedis, type Client, startChaosRedis } from "./_servers.ts";
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(root, "chaos", "worker.ts");
@@ -39,7 +39,7 @@ export interface WorkerRoute {
 
 /** Everything a fault injector may act on; it runs from GO until `until` (wall ms). */
 export interface FaultContext {
-  lock: RedisProc;
+  lock: ChaosRedis;
   /** A connection to the lock server for the injector (not killed by CLIENT KILL: SKIPME yes). */
   admin: Client;
   startWall: number;
@@ -188,8 +188,8 @@ let runs = 0;
 export const fixedOwner = (workerId: string) => `fixed-${workerId}`;
 
 export async function runScenario(spec: ScenarioSpec, log: (line: string) => void = () => {}): Promise<ScenarioRun> {
-  const lock = await RedisProc.start(spec.lockArgs ?? []);
-  const resource = await RedisProc.start();
+  const lock = await startChaosRedis(spec.lockArgs ?? []);
+  const resource = await startChaosRedis();
   const children: Child[] = [];
   const pids: number[] = [];
   const proxies: FaultProxy[] = [];

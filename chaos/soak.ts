@@ -19,7 +19,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { acquire, inspect, LockTimeoutError, release, withLock } from "../mod.ts";
 import { root } from "./_scenario.ts";
-import { type Client, RedisProc } from "./_servers.ts";
+import { type Client, startChaosRedis } from "./_servers.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string, dflt: number) => {
@@ -71,7 +71,7 @@ function rng(seed: number) {
   };
 }
 
-const srv = await RedisProc.start();
+const srv = await startChaosRedis();
 const admin = await srv.client();
 const clients: Client[] = [await srv.client(), await srv.client()];
 const names = Array.from({ length: NAMES }, (_, i) => `soak:${i}`);

@@ -1,91 +1,11 @@
-// Test harness: throwaway redis-server processes on free loopback ports, stopped by pid. Never touches 6379.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createClient } from "redis";
+// Test harness: throwaway redis-server processes on free loopback ports, stopped by pid (never 6379), and helpers
+// for running child processes and checking results. The servers come from tests/_servers/redis.ts, the one module
+// that starts redis-servers (for the topologies, the benchmarks, the chaos runs and the demo too); this file
+// re-exports what the tests use.
+import { spawn } from "node:child_process";
 import type { Driver } from "../src/driver.ts";
 
-export type Client = ReturnType<typeof createClient>;
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-export interface RedisServer {
-  readonly port: number;
-  readonly url: string;
-  readonly pid: number;
-  /** A new connected client; closed by stop(). */
-  client(): Promise<Client>;
-  stop(): Promise<void>;
-}
-
-export async function startRedis(extra: string[] = []): Promise<RedisServer> {
-  const dir = mkdtempSync(join(tmpdir(), "redlease-test-"));
-  for (let attempt = 0;; attempt++) {
-    const port = await freePort();
-    const proc: ChildProcess = spawn("redis-server", [
-      "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-      "--dir", dir, ...extra,
-    ], { stdio: ["ignore", "ignore", "pipe"] });
-    const url = `redis://127.0.0.1:${port}`;
-    const clients: Client[] = [];
-    let exited = false;
-    proc.on("exit", () => (exited = true));
-    const probe = createClient({ url, socket: { reconnectStrategy: false } });
-    probe.on("error", () => {});
-    let up = false;
-    for (let i = 0; i < 100 && !exited; i++) {
-      try {
-        await probe.connect();
-        await probe.ping();
-        up = true;
-        break;
-      } catch {
-        await sleep(50);
-      }
-    }
-    await probe.disconnect().catch(() => {});
-    if (!up) {
-      proc.kill("SIGKILL");
-      if (attempt < 3) continue;
-      throw new Error(`redis-server did not start on port ${port}`);
-    }
-    return {
-      port,
-      url,
-      pid: proc.pid!,
-      async client() {
-        const c = createClient({ url });
-        c.on("error", () => {});
-        await c.connect();
-        clients.push(c);
-        return c;
-      },
-      async stop() {
-        for (const c of clients) await c.disconnect().catch(() => {});
-        if (!exited) {
-          const gone = new Promise((r) => proc.once("exit", r));
-          process.kill(proc.pid!, "SIGKILL");
-          await gone;
-        }
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  }
-}
+export { type Client, freePort, type RedisServer, sleep, startRedis } from "./_servers/redis.ts";
 
 /** The command line that runs a TypeScript file on the runtime running this test. */
 export function runtimeArgs(file: string): [string, string[]] {

@@ -1,4 +1,4 @@
-// Self-check for tests/_topology.ts (not a test file):
+// Self-check for tests/_topology.ts and the modules behind it in tests/_servers/ (not a test file):
 //
 //   node --import tsx tests/_topology_check.ts
 //   npx bun tests/_topology_check.ts
@@ -74,7 +74,7 @@ async function checkCluster() {
     check(c.masters().length === 3 && c.replicas().length === 3, "3 masters + 3 replicas");
     check(c.nodes.every((n) => /^[0-9a-f]{40}$/.test(n.id)), "node ids");
 
-    // slotOf vs CLUSTER KEYSLOT
+    // slotOf vs CLUSTER KEYSLOT: the one CRC16 (src/adapters/_slot.ts), which the ioredis adapter ships
     const keys = [
       "",
       "a",

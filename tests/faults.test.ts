@@ -14,7 +14,7 @@ import { upstash } from "../src/adapters/http.ts";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { startHttpBridge } from "./_http_bridge.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
-import { RedisProc } from "../chaos/_servers.ts";
+import { startChaosRedis } from "../chaos/_servers.ts";
 import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
 
 let n = 0;
@@ -278,7 +278,7 @@ describe("the fault contract", () => {
 
 describe("Redlock under a rolling restart", () => {
   test("#8 restarting the masters one at a time (each empty) never loses a held watchdog lease", async () => {
-    const procs = await Promise.all([0, 1, 2].map(() => RedisProc.start()));
+    const procs = await Promise.all([0, 1, 2].map(() => startChaosRedis()));
     try {
       const a = await Promise.all(procs.map((p) => p.client()));
       const b = await Promise.all(procs.map((p) => p.client()));

@@ -1,12 +1,9 @@
-// The Redis the demo runs against: $REDIS_URL when given, else a throwaway redis-server on a free loopback
-// port that is stopped (and its directory removed) afterwards. Never the machine's 6379.
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+// The Redis the demo runs against: $REDIS_URL when given, else a throwaway redis-server from tests/_servers/redis.ts
+// (the one module that starts redis-servers: a free loopback port, never the machine's 6379) that is stopped by pid,
+// its directory removed, afterwards.
 import process from "node:process";
 import { createClient } from "redis";
-import { freePort, sleep } from "../../tests/_redis.ts";
+import { hasRedisServer, startRedis } from "../../tests/_servers/redis.ts";
 
 /** A failure the demo reports as one line (no stack trace). */
 export class DemoError extends Error {}
@@ -20,20 +17,6 @@ export interface DemoRedis {
   readonly own: boolean;
   readonly port?: number;
   stop(): Promise<void>;
-}
-
-
-/** Whether `redis-server` can be started at all. */
-function hasRedisServer(): Promise<boolean> {
-  return new Promise((resolve) => {
-    try {
-      const p = spawn("redis-server", ["--version"], { stdio: "ignore" });
-      p.on("error", () => resolve(false));
-      p.on("exit", (code) => resolve(code === 0));
-    } catch {
-      resolve(false);
-    }
-  });
 }
 
 async function ping(url: string): Promise<boolean> {
@@ -59,50 +42,8 @@ export async function demoRedis(): Promise<DemoRedis> {
     return { url: given, own: false, stop: async () => {} };
   }
   if (!await hasRedisServer()) throw new DemoError(INSTALL_HINT);
-  const dir = mkdtempSync(join(tmpdir(), "redlease-demo-"));
-  for (let attempt = 0; attempt < 4; attempt++) {
-    const port = await freePort();
-    const proc = spawn("redis-server", [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      dir,
-    ], { stdio: ["ignore", "ignore", "ignore"] });
-    let exited = false;
-    const gone = new Promise<void>((r) =>
-      proc.once("exit", () => {
-        exited = true;
-        r();
-      })
-    );
-    proc.on("error", () => {});
-    const url = `redis://127.0.0.1:${port}`;
-    for (let i = 0; i < 100 && !exited; i++) {
-      if (await ping(url)) {
-        return {
-          url,
-          own: true,
-          port,
-          async stop() {
-            if (!exited) {
-              proc.kill("SIGKILL");
-              await gone;
-            }
-            rmSync(dir, { recursive: true, force: true });
-          },
-        };
-      }
-      await sleep(50);
-    }
-    if (!exited) proc.kill("SIGKILL");
-    await gone;
-  }
-  rmSync(dir, { recursive: true, force: true });
-  throw new DemoError("redis-server did not start (tried 4 free ports)");
+  const server = await startRedis([], { label: "demo" }).catch((e: Error) => {
+    throw new DemoError(`redis-server did not start: ${e.message.split("\n")[0]}`);
+  });
+  return { url: server.url, own: true, port: server.port, stop: () => server.stop() };
 }

@@ -26,6 +26,7 @@
  */
 import type { Driver } from "../driver.ts";
 import { type Channels, dispatcher, listen, unlisten } from "./_channels.ts";
+import { slotOf } from "./_slot.ts";
 
 /** An event listener, as ioredis's `EventEmitter` methods take it. */
 // deno-lint-ignore no-explicit-any
@@ -253,23 +254,6 @@ function clusterDriver(cluster: IORedisCluster): Driver {
     driver.onResubscribed = (fn) => void cluster.on("subscribersReady", fn);
   }
   return driver;
-}
-
-const encoder = new TextEncoder();
-
-/** The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key, mod 16384. */
-function slotOf(key: string): number {
-  const open = key.indexOf("{");
-  if (open >= 0) {
-    const close = key.indexOf("}", open + 1);
-    if (close > open + 1) key = key.slice(open + 1, close);
-  }
-  let crc = 0;
-  for (const byte of encoder.encode(key)) {
-    crc ^= byte << 8;
-    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-  }
-  return crc & 16383;
 }
 
 export type { Driver } from "../driver.ts";

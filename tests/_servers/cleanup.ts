@@ -1,0 +1,95 @@
+// Test harness: bookkeeping of what the server starters (tests/_servers/redis.ts) leave behind: the redis-server
+// processes still running, the temp dirs not yet removed and the loopback ports handed out. A process 'exit' hook
+// SIGKILLs the processes still running (each by its own pid) and removes the dirs, so a crashed test or an
+// interrupted benchmark leaves no orphan behind. Nothing here ever hands out (or signals anything on) port 6379.
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+
+/** What the exit hook needs to know about a process. */
+export interface Tracked {
+  readonly pid: number;
+  readonly exited: boolean;
+}
+
+const live = new Set<Tracked>();
+const dirs = new Set<string>();
+const ports = new Set<number>();
+let hookInstalled = false;
+
+function installExitHook(): void {
+  if (hookInstalled) return;
+  hookInstalled = true;
+  process.on("exit", () => {
+    for (const p of live) if (!p.exited) tryKill(p.pid, "SIGKILL");
+    for (const d of dirs) {
+      try {
+        rmSync(d, { recursive: true, force: true });
+      } catch { /* best effort */ }
+    }
+  });
+}
+
+/** Kill this process when the test process exits, unless it has exited by then. */
+export function track(p: Tracked): void {
+  installExitHook();
+  live.add(p);
+}
+
+export function untrack(p: Tracked): void {
+  live.delete(p);
+}
+
+/** Send a signal by pid; false if there is no such process (any more). */
+export function tryKill(pid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(pid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A new temp dir `redlease-<label>-XXXXXX`, removed by removeDir() or at exit. */
+export function tempDir(label: string): string {
+  installExitHook();
+  const dir = mkdtempSync(join(tmpdir(), `redlease-${label}-`));
+  dirs.add(dir);
+  return dir;
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  dirs.delete(dir);
+}
+
+/** A loopback port that was free a moment ago (the OS picks it: port 0). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** A free loopback port, never 6379, not handed out by this module to a server not yet released. */
+export async function reservePort(): Promise<number> {
+  for (let i = 0;; i++) {
+    const p = await freePort();
+    if (p !== 6379 && !ports.has(p)) {
+      ports.add(p);
+      return p;
+    }
+    if (i > 50) throw new Error("could not find a free port");
+  }
+}
+
+export function releasePort(port: number | undefined): void {
+  if (port !== undefined) ports.delete(port);
+}

@@ -1,0 +1,42 @@
+// Test harness: small timing helpers shared by the server starters (tests/_servers/*): sleep, a promise with a time
+// limit, polling until a condition holds, and closing a client without letting a stuck close hang a test.
+
+export const sleep = (ms: number): Promise<void> => new Promise<void>((r) => setTimeout(r, ms));
+
+/** `p`, or a rejection naming `what` if it does not settle within `ms` (the timer keeps the event loop alive). */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    p,
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`timeout after ${ms} ms: ${what}`)), ms))),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** Run a client's close function, giving up quietly after 3 s or on an error. */
+export async function closeQuietly(close: () => Promise<unknown>): Promise<void> {
+  await withTimeout(Promise.resolve().then(close), 3000, "client close").catch(() => {});
+}
+
+/** Run `check` until it returns true; on timeout throw with the last reason it gave (a string or an error). */
+export async function waitUntil(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<true | string>,
+  intervalMs = 100,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  let reason = "";
+  for (;;) {
+    try {
+      const r = await check();
+      if (r === true) return;
+      reason = r;
+    } catch (e) {
+      reason = (e as Error).message;
+    }
+    if (performance.now() >= deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}: ${reason}`);
+    }
+    await sleep(intervalMs);
+  }
+}
