@@ -7,11 +7,11 @@
  */
 import { createClient } from "redis";
 import { acquire, release } from "../mod.ts";
-import { startRedis } from "./_server.ts";
+import { startRedis } from "../tests/_servers/redis.ts";
 
 const W = Number(process.argv[2] ?? 8), N = Number(process.argv[3] ?? 4), K = Number(process.argv[4] ?? 3000);
 const kind = process.argv[5] ?? "permits";
-const server = await startRedis();
+const server = await startRedis([], { label: "bench" });
 const admin = createClient({ url: server.url });
 await admin.connect();
 const clients = await Promise.all(Array.from({ length: W }, async () => {
