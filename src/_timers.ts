@@ -31,7 +31,15 @@ export interface Due {
   readonly fn: () => void;
   /** Index in `pending`; -1 once run or cancelled. */
   i: number;
+  /** Its own timer, where timers are not shared (`ownTimers`). */
+  t?: Timer;
 }
+
+/**
+ * Cloudflare Workers (workerd) ties a timer to the request that set it: a request whose only pending timer was set
+ * by another request (one that may end first) is cancelled as hung. There every entry has a timer of its own.
+ */
+const ownTimers = (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === "Cloudflare-Workers";
 
 /** What is due, in no order; each entry knows its index, so that cancelling one is O(1). */
 const pending: Due[] = [];
@@ -54,7 +62,14 @@ export function afterMicrotasks(fn: () => void): void {
 /** Run `fn` at `at` on the performance.now() clock (never earlier), on the shared timer. */
 export function schedule(at: number, fn: () => void): Due {
   // NaN would never be due, and (Math.min) would keep the timer from ever being armed again: run it at once.
-  const d = { at: at === at ? at : -Infinity, fn, i: pending.length };
+  const d: Due = { at: at === at ? at : -Infinity, fn, i: pending.length };
+  if (ownTimers) {
+    d.t = unrefTimeout(() => {
+      d.i = -1;
+      fn();
+    }, d.at - performance.now());
+    return d;
+  }
   pending.push(d);
   if (d.at < armedAt) arm(d.at);
   return d;
@@ -68,6 +83,10 @@ export function schedule(at: number, fn: () => void): Due {
  */
 export function cancel(d: Due): void {
   if (d.i < 0) return;
+  if (d.t !== undefined) {
+    d.i = -1;
+    return clearTimeout(d.t);
+  }
   const last = pending.pop()!;
   if (last !== d) pending[last.i = d.i] = last;
   d.i = -1;
