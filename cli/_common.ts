@@ -12,7 +12,7 @@ export const EXIT = {
   BUSY: 3,
   /** `run`: the lease was lost while the command ran. */
   LOST: 4,
-  /** Redis unreachable, a Redis error, no answer in time, or node-redis missing. */
+  /** Redis unreachable, a Redis error, no answer in time, or (run from source) node-redis missing. */
   REDIS: 5,
   /** A bug in redlease. */
   INTERNAL: 70,
@@ -29,7 +29,7 @@ export const EXIT_CODES_HELP = `Exit codes:
   3         busy: another owner holds the lease and --wait ran out (at once with --wait 0), or it is held
             in a way this run cannot join (another number of --permits, or exclusive/shared against permits)
   4         run: the lease was lost while the command ran; the command got SIGTERM (SIGKILL after --grace)
-  5         Redis unreachable, Redis error or no answer within 10s, or node-redis not installed
+  5         Redis unreachable, Redis error or no answer within 10s (or, run from source, node-redis missing)
   70        internal error (a bug; REDLEASE_DEBUG=1 prints the stack trace)
   126, 127  run: the command could not be executed / was not found
   128+N     run: the command was killed by signal N, or redlease got signal N while waiting for the lease

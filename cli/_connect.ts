@@ -1,4 +1,5 @@
-// The Redis connection of the CLI: URL from --url or REDIS_URL, node-redis loaded on demand, fail-fast connect.
+// The Redis connection of the CLI: URL from --url or REDIS_URL, node-redis loaded on demand (bundled into the
+// published dist/cli.js: see tsup.config.ts), fail-fast connect.
 import process from "node:process";
 import type { createClient } from "redis";
 import { CliError, describeError, EXIT, usage } from "./_common.ts";
@@ -62,7 +63,8 @@ export async function connect(url: string): Promise<RedisClient> {
   try {
     redis = await import("redis");
   } catch {
-    throw new CliError("redlease CLI needs node-redis: npm install redis@4", EXIT.REDIS);
+    // Only from source: the published CLI (dist/cli.js) carries its own copy of node-redis.
+    throw new CliError("redlease CLI from source needs node-redis: npm install redis", EXIT.REDIS);
   }
   let connected = false;
   let client: RedisClient;

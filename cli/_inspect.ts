@@ -2,20 +2,24 @@
 import { inspect, type LeaseInfo } from "../mod.ts";
 import { flag, formatMs, GLOBAL_OPTIONS, parseArgs, value } from "./_args.ts";
 import { checkPrefix, EXIT, EXIT_CODES_HELP, timed, usage, write } from "./_common.ts";
-import { close, connect, type RedisClient, resolveUrl } from "./_connect.ts";
+import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
+import { ownerId } from "./_status.ts";
 import { textTable } from "./_table.ts";
 
 export const INSPECT_HELP = `Usage: redlease inspect [PATTERN] [options]
 
-List the held leases whose names match PATTERN, a Redis glob (* ? [abc] \\x; default *), one row per
-lease: name, kind (exclusive, shared, or N permits), owners (an exclusive holder that also holds it shared is
-listed twice), hold counts, remaining TTL, fence (the latest fencing token) and the number of queued
-waiters (entries of waiters that died count until a release skips them). Each lease is read atomically;
-the list is assembled with SCAN, so leases taken or released meanwhile may be missed.
+List the held leases whose names match PATTERN, a Redis glob (* ? [abc] \\x; default *), after a line
+that names the Redis server, database and key prefix read. One row per lease: name, kind (exclusive,
+shared, or N permits), owners (an exclusive holder that also holds it shared is listed twice), hold
+counts, remaining TTL, fence (the latest fencing token), the number of queued waiters (entries of waiters
+that died count until a release skips them) and HOLDER: who holds it, by label. A 'redlease run' or
+'elect' labels its hold host=… pid=… cmd=…; a library hold shows the 'label' option it was acquired with,
+else '-'. Each lease is read atomically; the list is assembled with SCAN, so leases taken or released
+meanwhile may be missed.
 
 Options:
-  --json           print a JSON array of { name, held, kind, permits, owners: [{ owner, holds, kind,
-                   remainingMs }], remainingMs, fence, waiters } instead of the table
+  --json           print a JSON array of { name, held, kind, permits, owners: [{ owner, label, holds,
+                   kind, remainingMs }], remainingMs, fence, waiters } instead of the line and table
   --all            also list names that are not held but still have a record (a fence kept for 10s
                    after release, or queued waiters)
   --url URL        Redis URL (default: $REDIS_URL, else redis://localhost:6379)
@@ -66,7 +70,13 @@ function toJson(infos: readonly LeaseInfo[]): string {
       held: i.held,
       kind: i.kind,
       permits: i.permits,
-      owners: i.owners.map((o) => ({ owner: o.owner, holds: o.holds, kind: o.kind, remainingMs: o.remainingMs })),
+      owners: i.owners.map((o) => ({
+        owner: o.owner,
+        label: o.label ?? null,
+        holds: o.holds,
+        kind: o.kind,
+        remainingMs: o.remainingMs,
+      })),
       remainingMs: i.remainingMs,
       fence: i.fence,
       waiters: i.waiters,
@@ -80,16 +90,18 @@ function toTable(infos: readonly LeaseInfo[]): string {
   const rows = infos.map((i) => [
     i.name,
     i.kind === "permits" ? `${i.permits} permits` : i.kind,
-    i.held ? i.owners.map((o) => o.owner).join(", ") : "-",
+    i.held ? i.owners.map((o) => ownerId(o.owner, o.label)).join(", ") : "-",
     i.held ? i.owners.map((o) => String(o.holds)).join(", ") : "0",
     i.held ? formatMs(i.remainingMs) : "-",
     i.fence === 0 ? "-" : String(i.fence),
     String(i.waiters),
+    // Last: the widest column, and free text.
+    i.held ? i.owners.map((o) => o.label ?? "-").join(", ") : "-",
   ]);
   return textTable(
-    ["NAME", "KIND", "OWNER", "HOLDS", "REMAINING", "FENCE", "WAITERS"],
+    ["NAME", "KIND", "OWNER", "HOLDS", "REMAINING", "FENCE", "WAITERS", "HOLDER"],
     rows,
-    ["left", "left", "left", "right", "right", "right", "right"],
+    ["left", "left", "left", "right", "right", "right", "right", "left"],
   );
 }
 
@@ -114,9 +126,16 @@ export async function inspectCommand(argv: readonly string[]): Promise<number> {
       ? infos.filter((i) => i.held || i.fence > 0 || i.waiters > 0)
       : infos.filter((i) => i.held);
     if (flag(p, "json")) await write("stdout", toJson(shown));
-    else if (shown.length === 0) {
-      await write("stdout", `no ${flag(p, "all") ? "lease records" : "held leases"} match '${pattern}'\n`);
-    } else await write("stdout", toTable(shown));
+    else {
+      // Which server was read: its address and database, never its credentials.
+      const what = flag(p, "all") ? "lease records" : "held leases";
+      const where = `${serverOf(url)}, prefix '${prefix}'`;
+      if (shown.length === 0) await write("stdout", `${where}: no ${what} match '${pattern}'\n`);
+      else {
+        const count = shown.length === 1 ? `1 ${what.replace(/s$/, "")} matches` : `${shown.length} ${what} match`;
+        await write("stdout", `${where}: ${count} '${pattern}'\n${toTable(shown)}`);
+      }
+    }
     return EXIT.OK;
   } finally {
     await close(client);

@@ -4,6 +4,7 @@ import { observe } from "../mod.ts";
 import { flag, GLOBAL_OPTIONS, parseArgs, value } from "./_args.ts";
 import { checkName, checkPrefix, EXIT, EXIT_CODES_HELP, usage, write } from "./_common.ts";
 import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
+import { ownerId } from "./_status.ts";
 
 export const OBSERVE_HELP = `Usage: redlease observe NAME [options]
 
@@ -13,7 +14,8 @@ arrive by message; a leader that died is seen when its lease's TTL ends. Runs un
 SIGTERM), then exits 0.
 
 Options:
-  --json           print each state as a JSON object { leader, term, value, remainingMs } on its own line
+  --json           print each state as a JSON object { leader, label, term, value, remainingMs } on its
+                   own line (label: the leader's, host=… pid=… cmd=… for an elect; null without one)
   --count N        exit after printing N states
   --url URL        Redis URL (default: $REDIS_URL, else redis://localhost:6379)
   --prefix PREFIX  key prefix (default: redlease)
@@ -52,10 +54,17 @@ export async function observeCommand(argv: readonly string[]): Promise<number> {
     let printed = 0;
     for await (const s of observe(client, name, { prefix, signal: stop.signal })) {
       const line = json
-        ? JSON.stringify({ leader: s.leader ?? null, term: s.term, value: s.value ?? null, remainingMs: s.remainingMs })
+        ? JSON.stringify({
+          leader: s.leader ?? null,
+          label: s.label ?? null,
+          term: s.term,
+          value: s.value ?? null,
+          remainingMs: s.remainingMs,
+        })
         : s.leader === undefined
         ? `nobody leads${s.term > 0 ? ` (last term ${s.term})` : ""}`
-        : `term ${s.term}: ${s.leader}${s.value === undefined ? "" : ` = ${s.value}`}`;
+        : `term ${s.term}: ${s.label === undefined ? s.leader : `${s.label} (${ownerId(s.leader, s.label)})`}` +
+          (s.value === undefined ? "" : ` = ${s.value}`);
       await write("stdout", line + "\n");
       if (++printed >= count) break;
     }

@@ -1,7 +1,7 @@
 // `redlease run NAME [options] [--] CMD ARGS…`: hold a lease while a command runs.
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { constants } from "node:os";
+import { constants, hostname } from "node:os";
 import process from "node:process";
 import { acquire, campaign, type Lease, LeaseKindError, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
 import { flag, formatMs, GLOBAL_OPTIONS, type OptionSpec, parseArgs, parseDuration, value } from "./_args.ts";
@@ -18,6 +18,7 @@ import {
   write,
 } from "./_common.ts";
 import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
+import { startStatus, statusWanted } from "./_status.ts";
 
 export const RUN_HELP = `Usage: redlease run NAME [options] [--] CMD [ARGS…]
 
@@ -27,7 +28,11 @@ crashed host frees it within --lease. CMD gets these environment variables:
   REDLEASE_NAME    the lease name (REDLEASE_PREFIX its key prefix, REDLEASE_SERVER its Redis, without credentials)
   REDLEASE_FENCE   the fencing token: pass it to the resource you protect, which rejects lower tokens
   REDLEASE_TOKEN   this hold, for another process to take over (resume() in the library)
-  REDLEASE_OWNER   the owner id of this hold
+  REDLEASE_OWNER   the owner of this hold: its id, a space and its label (host=… pid=… cmd=…)
+While it waits for the lease on a terminal, redlease keeps one status line on stderr, refreshed every 0.5s:
+how long it has waited, who holds the lease (by label: 'redlease inspect' shows the same) and its place in
+the queue; the line is cleared once the lease is taken or the wait ends. Not on a pipe or file, so a
+script's stderr only ever gets the one-line errors (REDLEASE_STATUS=1 forces the line on, =0 off).
 A redlease run inside CMD for the same lease (same NAME, --prefix and Redis) finds REDLEASE_TOKEN and runs
 under this hold instead of waiting for it: it renews the hold while its command runs (whatever its --fixed)
 and leaves the release to this run.
@@ -185,6 +190,27 @@ export function elect(argv: readonly string[]): Promise<number> {
   return runUnder("elect", argv);
 }
 
+/** The longest command shown in a hold's label. */
+const LABEL_CMD_CHARS = 120;
+
+/**
+ * The label of a hold by this process: `host=… pid=… cmd=…`, the command cut to LABEL_CMD_CHARS (and the host to
+ * 64), control characters as spaces: one line, well within the library's 256.
+ */
+export function holdLabel(command: readonly string[]): string {
+  const clean = (s: string, max: number) => {
+    const chars = [...s.replace(/\p{Cc}/gu, " ")];
+    return chars.length <= max ? chars.join("") : chars.slice(0, max - 1).join("") + "…";
+  };
+  let host: string;
+  try {
+    host = hostname();
+  } catch {
+    host = "?"; // Deno without --allow-sys
+  }
+  return `host=${clean(host, 64)} pid=${process.pid} cmd=${clean(command.join(" "), LABEL_CMD_CHARS)}`;
+}
+
 async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<number> {
   const kinds: OptionSpec = cmd === "run" ? { shared: "flag", permits: "value" } : {};
   const p = parseArgs(
@@ -247,6 +273,9 @@ async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<
     const token = env.REDLEASE_NAME === name && env.REDLEASE_PREFIX === prefix && env.REDLEASE_SERVER === serverOf(url)
       ? env.REDLEASE_TOKEN
       : undefined;
+    // The holder, as `redlease inspect` and other runs' status lines show it (a nested run keeps the enclosing one's).
+    const label = token === undefined ? holdLabel(p.command) : undefined;
+    const status = statusWanted() ? startStatus(client, { name, prefix, label, start: performance.now() }) : undefined;
     let lease: Lease;
     try {
       lease = token !== undefined
@@ -257,16 +286,19 @@ async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<
           waitMs,
           signal: waiting.signal,
           prefix,
+          label,
         })
         : await acquire(client, name, {
           ...(fixed ? { leaseMs } : { watchdogMs: leaseMs }),
           waitMs,
           signal: waiting.signal,
           prefix,
+          label,
           ...(shared ? { shared } : {}),
           ...(permits !== undefined ? { permits } : {}),
         });
     } catch (e) {
+      await status?.stop();
       if (e instanceof Interrupted) return 128 + signalNumber(e.signal);
       if (e instanceof LeaseLostError) {
         throw new CliError(`lost lease '${name}': the enclosing run no longer holds it (${lossText(e, leaseMs)})`, EXIT.LOST);
@@ -279,6 +311,7 @@ async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<
       }
       throw e;
     }
+    await status?.stop();
     if (waiting.signal.aborted) {
       // Interrupted just as the lease was granted: give it back without starting the command.
       if (token === undefined) await timed(release(lease), "release the lease").catch(() => {});

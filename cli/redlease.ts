@@ -8,8 +8,9 @@
  *   redlease inspect [PATTERN] [--json]
  *   redlease unlock NAME --force
  *
- * Runs on Node (the built `dist/cli.js`, or `node --import tsx cli/redlease.ts`), Bun and Deno
- * (`deno run -A cli/redlease.ts`). Expected failures are one line on stderr and a documented exit code
+ * Runs on Node (the built `dist/cli.js`, which bundles node-redis: `npx -p redlease redlease …`, or
+ * `node --import tsx cli/redlease.ts`), Bun (`bunx redlease …`) and Deno (`deno run -A npm:redlease …`, or
+ * `deno run -A cli/redlease.ts`). Expected failures are one line on stderr and a documented exit code
  * (`redlease --help`); never a stack trace.
  *
  * @module
@@ -42,6 +43,8 @@ Options for every command:
 Environment:
   REDIS_URL        the Redis URL when --url is not given
   REDLEASE_DEBUG   set to 1 to print stack traces of unexpected errors
+  REDLEASE_STATUS  1: show the status line of a waiting run or elect even when stderr is not a terminal;
+                   0: never (default: on a terminal only)
 
 ${EXIT_CODES_HELP}
 `;

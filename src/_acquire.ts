@@ -21,6 +21,7 @@ import {
   extendCall,
   keysOf,
   type LeaseKeys,
+  newOwner,
   type ReleaseArgs,
   QUEUE_TTL_MS,
   type QueueEntry,
@@ -156,7 +157,7 @@ class Attempt {
   async restart(): Promise<void> {
     await Promise.race([this.#lateUndo, nap(Math.max(0, Math.min(this.deadline - performance.now(), 1_000)), undefined)]);
     this.id = attemptId();
-    if (this.o.owner === undefined) this.owner = attemptId();
+    if (this.o.owner === undefined) this.owner = newOwner(this.o);
   }
 
   granted(fence: number, deadline: number, claimAt?: number, fenceText?: string): Granted {

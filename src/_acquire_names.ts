@@ -13,6 +13,7 @@ import {
   holdId,
   keysOf,
   type LeaseKeys,
+  newOwner,
   ownerFor,
   type ReleaseArgs,
 } from "./_protocol.ts";
@@ -92,7 +93,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
  * (a `lease.owner` passed back), else scoped; a Lease's owner exactly; or one new id for all.
  */
 function ownerOfNames(st: ClientState, keys: readonly LeaseKeys[], o: Resolved): string {
-  if (o.owner === undefined) return attemptId();
+  if (o.owner === undefined) return newOwner(o);
   const given = o.owner;
   if (keys.some((k) => st.holds.get(holdId(k, given, o.kind))?.active)) return given;
   return ownerFor(st, keys[0], o);

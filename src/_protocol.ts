@@ -92,12 +92,27 @@ export function scopedOwner(scope: string, owner: string): string {
 }
 
 /**
+ * A new owner for an acquire without `owner`: a new id, then the `label` after a space if one was given. The owner is
+ * the last field of every record that stores it, so the label costs no command, key or script; inspect() reads it
+ * back (labelOf). An id never holds a space nor a ':', and every other owner is `<scope>:…`, so only these parse.
+ */
+export function newOwner(o: Resolved): string {
+  return o.label === undefined ? attemptId() : `${attemptId()} ${o.label}`;
+}
+
+/** The label of an owner made by newOwner(), else undefined. */
+export function labelOf(owner: string): string | undefined {
+  const at = owner.indexOf(" ");
+  return at > 0 && /^[\w-]+$/.test(owner.slice(0, at)) ? owner.slice(at + 1) : undefined;
+}
+
+/**
  * The owner Redis knows an acquire by: a new id; a Lease's owner exactly; the owner of a live hold of this lease
  * here (a `lease.owner` passed back; for a shared request, of a shared or exclusive hold); else the string given,
  * scoped to `target` (see scopedOwner).
  */
 export function ownerFor(target: Target & { readonly scope: string }, keys: LeaseKeys, o: Resolved): string {
-  if (o.owner === undefined) return attemptId();
+  if (o.owner === undefined) return newOwner(o);
   if (o.exactOwner || target.holds.get(holdId(keys, o.owner, o.kind))?.active) return o.owner;
   // A shared request by the owner of an exclusive hold here: a downgrade.
   if (o.kind === "s" && target.holds.get(holdId(keys, o.owner, "x"))?.active) return o.owner;

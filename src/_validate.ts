@@ -9,6 +9,8 @@ export const DEFAULT_WAIT_MS = 10_000;
 export const DEFAULT_CLAIM_MS = 1_000;
 const MAX_NAME = 1024;
 const MAX_OWNER = 512;
+/** The longest `label` (what inspect() shows of a holder). */
+export const MAX_LABEL = 256;
 /** The most permits a lease may have. */
 export const MAX_PERMITS = 1_000_000;
 
@@ -93,6 +95,8 @@ export interface Resolved {
   readonly owner: string | undefined;
   /** Whether `owner` is a Lease's owner, kept exactly (a string given is scoped to the client). */
   readonly exactOwner: boolean;
+  /** What a new owner carries after its id (see newOwner), or undefined. */
+  readonly label: string | undefined;
   readonly replicas: number;
   readonly replicaTimeoutMs: number;
   readonly nodeTimeoutMs: number;
@@ -142,6 +146,16 @@ export function resolveAcquire(
       exactOwner = true;
     }
   }
+  const label = o.label;
+  if (label !== undefined) {
+    if (typeof label !== "string") fail(op, "label", "must be a string", label);
+    // Printable on one line, so that a listing of holders stays a table.
+    if (label.length === 0 || label.length > MAX_LABEL || /\p{Cc}/u.test(label)) {
+      fail(op, "label", `must be 1 to ${MAX_LABEL} characters, without control characters`, label, RangeError);
+    }
+    // An owner's identity is its string: a label there would make the same owner another one.
+    if (o.owner !== undefined) fail(op, "label", "cannot be combined with 'owner' (a Lease passed as owner keeps its label)", label);
+  }
   const replicas = checkInt(op, "replicas", o.replicas ?? 0, 0, 100);
   const replicaTimeoutMs = checkInt(op, "replicaTimeoutMs", o.replicaTimeoutMs ?? 1_000, 1, 60_000);
   const nodeTimeoutMs = checkInt(
@@ -173,6 +187,7 @@ export function resolveAcquire(
     signal,
     owner,
     exactOwner,
+    label,
     replicas,
     replicaTimeoutMs,
     nodeTimeoutMs,

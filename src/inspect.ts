@@ -1,5 +1,5 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
-import { inspectCall, keysOf } from "./_protocol.ts";
+import { inspectCall, keysOf, labelOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
 import type { CallOptions, KeyOptions, LeaseKind } from "./lease.ts";
@@ -8,6 +8,8 @@ import type { CallOptions, KeyOptions, LeaseKind } from "./lease.ts";
 export interface LeaseHolder {
   /** The owner string (see `Lease.owner`). */
   readonly owner: string;
+  /** The `label` it was acquired with, else undefined. */
+  readonly label: string | undefined;
   /** Its reentrant hold count. */
   readonly holds: number;
   /** How it holds the lease (an exclusive holder may hold it shared as well: then it is listed twice). */
@@ -68,6 +70,7 @@ export async function inspect(
   const r = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
   const owners = r.holders.map((h): LeaseHolder => ({
     owner: h.owner,
+    label: labelOf(h.owner),
     holds: h.holds,
     kind: h.kind === "x" ? "exclusive" : h.kind === "s" ? "shared" : "permit",
     remainingMs: Math.max(0, h.pttl),

@@ -23,7 +23,8 @@ export interface Lease extends AsyncDisposable {
    */
   readonly kind: LeaseKind;
   /**
-   * The owner this hold counts for, as Redis knows it: an id unique to the call, or the `owner` given, scoped to the
+   * The owner this hold counts for, as Redis knows it: an id unique to the call (followed by a space and the `label`,
+   * if one was given), or the `owner` given, scoped to the
    * client (`<client id>:<owner>`) so that the same string in two processes is two owners. Passing it back as
    * `owner` on the same client re-enters the hold.
    */
@@ -152,6 +153,21 @@ export interface AcquireOptions extends KeyOptions {
    * @default {a unique id per call (a random prefix per process and a counter)}
    */
   readonly owner?: string | Lease;
+  /**
+   * Who holds the lease, for people: {@linkcode inspect} reports it as `owners[].label` (and `redlease inspect` in
+   * its HOLDER column), e.g. the host, process and job. It costs no Redis command, key or script: it travels in the
+   * owner string, which every record keeps anyway, as `<id> <label>` (so `lease.owner` ends with it, and a token
+   * carries it). 1 to 256 characters, without control characters (`RangeError`); not with `owner` (`TypeError`):
+   * an owner string is shown as it is, and a Lease passed as `owner` keeps its own label.
+   * @default {undefined}
+   * @example Say which process holds a lease
+   * ```ts
+   * await using lease = await acquire(client, "reports", { label: "web-3 pid=4242 nightly-report" });
+   * const info = await inspect(client, "reports");
+   * console.log(info.owners.map((o) => o.label)); // [ "web-3 pid=4242 nightly-report" ]
+   * ```
+   */
+  readonly label?: string;
   /**
    * Require replication: after each lease write (acquire, watchdog renewal, extend) send `WAIT replicas
    * replicaTimeoutMs` on the same connection, and count the write only if that many replicas acknowledged it.

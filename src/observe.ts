@@ -1,5 +1,5 @@
 import { bounded, checkClient, type RedisLike, stateOf } from "./_client.ts";
-import { electionChannelOf, keysOf, leaderCall } from "./_protocol.ts";
+import { electionChannelOf, keysOf, labelOf, leaderCall } from "./_protocol.ts";
 import { nap } from "./_timers.ts";
 import { checkName, checkPrefix, fail } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
@@ -9,6 +9,8 @@ import type { KeyOptions } from "./lease.ts";
 export interface LeaderState {
   /** The leader's owner string (see `Lease.owner`), or undefined while nobody leads. */
   readonly leader: string | undefined;
+  /** The `label` the leader campaigned with, else undefined. */
+  readonly label: string | undefined;
   /**
    * The leader's term (its lease's fence); while nobody leads, the latest term known (Redis keeps the last fence for a
    * while after a release; an observer keeps the last term it saw), or 0.
@@ -106,6 +108,7 @@ async function* watch(
       const r = await leaderCall(st, keys, bound());
       const now: LeaderState = {
         leader: r.owner,
+        label: r.owner === undefined ? undefined : labelOf(r.owner),
         // While nobody leads, the latest term known: Redis forgets it after a while (at once when a leader's lease
         // expired), which is not a change.
         term: r.owner === undefined && last && r.term < last.term ? last.term : r.term,

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import process from "node:process";
 import { after, before, describe, test } from "node:test";
@@ -11,6 +11,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { formatMs, parseArgs, parseDuration } from "../cli/_args.ts";
 import { CliError } from "../cli/_common.ts";
 import { resolveUrl } from "../cli/_connect.ts";
+import { holdLabel } from "../cli/_run.ts";
 import { acquire, campaign, forceUnlock, inspect, LeaseLostError, release } from "../mod.ts";
 import { type Client, freePort, type RedisServer, runtimeArgs, runtimeName, sleep, startRedis, holdsOf } from "./_redis.ts";
 
@@ -132,6 +133,9 @@ const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 
 /** script(1) from util-linux, which runs a command on a pseudo-terminal; Linux only, like the CLI's check. */
 const SCRIPT = process.platform === "linux" ? ["/usr/bin/script", "/bin/script"].find((p) => existsSync(p)) : undefined;
+
+/** What the status line writes to clear the terminal's line (carriage return, erase line), as a RegExp source. */
+const CLEAR = "\\r\\x1b\\[2K";
 
 /** The state letter of a process in /proc/PID/stat (T: stopped), or "" if it is gone. */
 function processState(pid: number): string {
@@ -261,7 +265,8 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     const e2 = JSON.parse(anon.stdout);
     assert.equal(e2.name, `${name}-anon`);
     assert.equal(e2.prefix, "redlease");
-    assert.match(e2.owner, /^[A-Za-z0-9_-]{17,}$/, "a random owner id (src/_protocol.ts, attemptId)");
+    // A random owner id (src/_protocol.ts, attemptId), then the run's label.
+    assert.match(e2.owner, new RegExp(`^[A-Za-z0-9_-]{17,} host=${hostname()} pid=\\d+ cmd=\\S+`));
     assert.equal(e2.fence, String((await inspect(admin, `${name}-anon`)).fence));
 
     const owner = await cli(["run", name, "--owner", "x", "--", ...child("env", "0")]);
@@ -319,14 +324,18 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     const name = unique("observe");
     const run = startCli(["observe", name, "--json", "--count", "3"]);
     await run.waitFor(/"leader":null/);
-    const leader = await campaign(admin, name, { value: "v1" });
+    const leader = await campaign(admin, name, { value: "v1", label: "scheduler on web-1" });
     await run.waitFor(/"value":"v1"/);
+    const leading = await cli(["observe", name, "--count", "1"]);
+    const id = leader.owner.slice(0, leader.owner.indexOf(" "));
+    assert.equal(leading.stdout.split("\n")[1], `term ${leader.fence}: scheduler on web-1 (${id}) = v1`);
     await release(leader);
     const r = await run.done;
     assert.equal(r.code, 0, r.stderr);
     const states = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
     assert.deepEqual(states.map((st: { leader: string | null }) => st.leader), [null, leader.owner, null]);
     assert.equal(states[1].term, leader.fence);
+    assert.deepEqual(states.map((st: { label: string | null }) => st.label), [null, "scheduler on web-1", null]);
     const text = await cli(["observe", name, "--count", "1"]);
     assert.match(text.stdout, /nobody leads \(last term \d+\)/);
   });
@@ -584,7 +593,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
 
   test("inspect lists held leases as a table and as --json, filtered by PATTERN and --prefix", T, async () => {
     const base = unique("insp");
-    const a = await acquire(admin, `${base}:a`);
+    const a = await acquire(admin, `${base}:a`, { label: "nightly report on web-3" });
     const b1 = await acquire(admin, `${base}:b`, { owner: "bob", leaseMs: 60_000 });
     const b2 = await acquire(admin, `${base}:b`, { owner: "bob", leaseMs: 60_000 });
     const other = await acquire(admin, `${base}:c`, { prefix: "other" });
@@ -604,6 +613,8 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       const [la, lb, lodd] = list;
       assert.equal(lodd.fence, odd.fence);
       assert.deepEqual(holdsOf(la), [{ owner: a.owner, holds: 1 }]);
+      assert.equal(la.owners[0].label, "nightly report on web-3");
+      assert.equal(lb.owners[0].label, null, "no label: null in JSON");
       assert.equal(la.held, true);
       assert.equal(la.fence, a.fence);
       assert.equal(la.waiters, 1);
@@ -615,11 +626,14 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       assert.equal(lb.waiters, 0);
 
       assert.equal(table.code, 0, table.stderr);
-      const rows = table.stdout.trim().split("\n");
-      assert.match(rows[0], /^NAME +KIND +OWNER +HOLDS +REMAINING +FENCE +WAITERS$/);
+      const [where, ...rows] = table.stdout.trim().split("\n");
+      // The server read (no credentials), the prefix and the pattern come first.
+      assert.equal(where, `redis://127.0.0.1:${srv.port}/0, prefix 'redlease': 3 held leases match '${base}:*'`);
+      assert.match(rows[0], /^NAME +KIND +OWNER +HOLDS +REMAINING +FENCE +WAITERS +HOLDER$/);
       assert.equal(rows.length, 4);
-      assert.match(rows[1], new RegExp(`^${base}:a +exclusive +${a.owner} +1 +[\\d.]+s +${a.fence} +1$`));
-      assert.match(rows[2], new RegExp(`^${base}:b +exclusive +[0-9a-f]{32}:bob +2 +[\\d.]+s +${b1.fence} +0$`));
+      const id = a.owner.slice(0, a.owner.indexOf(" "));
+      assert.match(rows[1], new RegExp(`^${base}:a +exclusive +${id} +1 +[\\d.]+s +${a.fence} +1 +nightly report on web-3$`));
+      assert.match(rows[2], new RegExp(`^${base}:b +exclusive +[0-9a-f]{32}:bob +2 +[\\d.]+s +${b1.fence} +0 +-$`));
 
       assert.equal(prefixed.code, 0, prefixed.stderr);
       const p = JSON.parse(prefixed.stdout);
@@ -640,7 +654,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       cli(["inspect", `${base}:*`, "--json", "--all"]),
     ]);
     assert.equal(gone.code, 0, gone.stderr);
-    assert.equal(gone.stdout, `no held leases match '${base}:*'\n`);
+    assert.equal(gone.stdout, `redis://127.0.0.1:${srv.port}/0, prefix 'redlease': no held leases match '${base}:*'\n`);
     const rec = JSON.parse(all.stdout);
     assert.deepEqual(rec.map((l: { name: string; held: boolean }) => [l.name, l.held]), [
       [`${base}:a`, false],
@@ -648,6 +662,89 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       [`${base}:{o}d%7D`, false],
     ]);
   });
+
+  test("a run labels its hold host=… pid=… cmd=…; inspect shows it in HOLDER and in --json", T, async () => {
+    const name = unique("label");
+    const file = join(dir, `${name}.signals`);
+    const cmd = child("trap", file, "0");
+    const run = startCli(["run", name, "--", ...cmd], { detached: true });
+    try {
+      await run.waitFor(/ready/);
+      // The CLI's own pid; the command cut to 120 characters.
+      const label = holdLabel(cmd).replace(`pid=${process.pid} `, `pid=${run.proc.pid} `);
+      assert.ok(label.startsWith(`host=${hostname()} pid=${run.proc.pid} cmd=${cmd[0]}`), label);
+      const [table, json] = await Promise.all([cli(["inspect", name]), cli(["inspect", name, "--json"])]);
+      assert.equal(table.code, 0, table.stderr);
+      const rows = table.stdout.trim().split("\n");
+      assert.equal(rows[0], `redis://127.0.0.1:${srv.port}/0, prefix 'redlease': 1 held lease matches '${name}'`);
+      assert.match(rows[1], /^NAME .* HOLDER$/);
+      assert.ok(rows[2].endsWith(` ${label}`), rows[2]);
+      const [info] = JSON.parse(json.stdout);
+      assert.equal(info.owners[0].label, label);
+      assert.ok(info.owners[0].owner.endsWith(` ${label}`));
+      assert.equal((await inspect(admin, name)).owners[0].label, label);
+      // Cut and cleaned: one line, within the library's limit.
+      const long = holdLabel(["sh", "-c", `echo 'a\nb'; ${"x".repeat(300)}`]);
+      assert.equal(long, `host=${hostname()} pid=${process.pid} cmd=sh -c echo 'a b'; ${"x".repeat(120 - 19)}…`);
+    } finally {
+      process.kill(run.proc.pid!, "SIGTERM");
+      await run.done;
+    }
+  });
+
+  test(
+    "a waiting run shows a status line on a terminal (elapsed, place in queue, holder by label) and clears it; none on a pipe",
+    { ...T, skip: SCRIPT ? false : "needs Linux and script(1) (util-linux) for a pseudo-terminal" },
+    async () => {
+      const name = unique("status");
+      const blocker = await acquire(admin, name, { label: "blocker job" });
+      const [cmd, pre] = runtimeArgs(CLI);
+      const cliLine = [cmd, ...pre, "run", name, "--wait", "30s", "--", ...child("env", "0")].map(shellQuote);
+      // On a pseudo-terminal: stdout and stderr are both the terminal, which script(1) copies to its stdout.
+      const tty = startCli([], {
+        // A terminal 200 columns wide: the line is cut to the width (as on a narrow one), and the test reads it whole.
+        argv0: [SCRIPT!, ["-qfec", `stty cols 200; ${cliLine.join(" ")}`, "/dev/null"]],
+        stdin: "pipe",
+        env: { SHELL: "/bin/sh" },
+      });
+      let piped: Running | undefined;
+      let forced: Running | undefined;
+      try {
+        await tty.waitFor(
+          new RegExp(`${CLEAR}redlease: waiting \\d+\\.\\ds for '${name}' · 1st of 1 in queue · held by blocker job \\(exclusive, [\\d.]+s left\\)`),
+        );
+        // Two more runs queue behind it with stderr on a pipe: one plain, one with the line forced on.
+        piped = startCli(["run", name, "--wait", "30s", "--", ...child("env", "0")]);
+        for (let i = 0; i < 200 && (await inspect(admin, name)).waiters < 2; i++) await sleep(25);
+        forced = startCli(["run", name, "--wait", "30s", "--", ...child("env", "0")], { env: { REDLEASE_STATUS: "1" } });
+        for (let i = 0; i < 200 && (await inspect(admin, name)).waiters < 3; i++) await sleep(25);
+        await tty.waitFor(/· 1st of 3 in queue ·/);
+        await sleep(1_200); // the forced one draws its line too
+        await release(blocker);
+        const [t, p, f] = await Promise.all([tty.done, piped.done, forced.done]);
+        for (const r of [t, p, f]) assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+        // On the terminal: the last line drawn is cleared before the command's output.
+        const out = t.stdout;
+        const last = out.lastIndexOf("redlease: waiting");
+        const json = out.indexOf("{", last);
+        assert.ok(last >= 0 && json > last, out);
+        assert.ok(out.slice(last, json).includes("\r\x1b[2K"), `not cleared: ${JSON.stringify(out.slice(last, json))}`);
+        assert.doesNotMatch(out.slice(json), /redlease: waiting/);
+        assert.equal(out.split("\n").filter((l) => l.includes("redlease: waiting")).length, 1, "one line, redrawn");
+        const env = JSON.parse(out.slice(json, out.indexOf("}", json) + 1));
+        assert.match(env.owner, new RegExp(`^[\\w-]+ host=${hostname()} pid=\\d+ cmd=\\S+`));
+        // On a pipe: nothing at all, unless forced.
+        assert.equal(p.stderr, "");
+        assert.match(f.stderr, new RegExp(`^${CLEAR}redlease: waiting \\d+\\.\\ds for '[^']+' · (2nd|3rd) of \\d in queue ·`));
+        assert.ok(f.stderr.endsWith("\r\x1b[2K"), JSON.stringify(f.stderr.slice(-40)));
+        assert.match(f.stdout, /^\{/);
+      } finally {
+        tty.proc.stdin!.end();
+        for (const r of [piped, forced]) if (r) r.proc.kill("SIGTERM");
+        await release(blocker).catch(() => {});
+      }
+    },
+  );
 
   test(
     "unlock --force removes a held lease (its holder loses it); exit 1 when not held, 2 without --force",
@@ -677,7 +774,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     },
   );
 
-  test("without node-redis installed the CLI says so in one line (exit 5)", T, async () => {
+  test("run from source without node-redis installed, the CLI says so in one line (exit 5)", T, async () => {
     // A copy of the CLI and the library where no node_modules can be found.
     const copy = mkdtempSync(join(tmpdir(), "redlease-noredis-"));
     try {
@@ -697,7 +794,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
         : [cmd, pre];
       const r = await cli(["inspect"], { cwd: copy, argv0 });
       assert.equal(r.code, 5, r.stderr);
-      oneLine(r, /^redlease: redlease CLI needs node-redis: npm install redis@4$/);
+      oneLine(r, /^redlease: redlease CLI from source needs node-redis: npm install redis$/);
     } finally {
       rmSync(copy, { recursive: true, force: true });
     }

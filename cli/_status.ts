@@ -1,0 +1,134 @@
+// The status line of a waiting `run` / `elect`: one line on stderr, rewritten in place, that says how long it has
+// waited, who holds the lease (by label when they have one) and where this run is in the queue. Only on a terminal
+// (or when REDLEASE_STATUS=1 forces it): a script's stderr stays as it was.
+import process from "node:process";
+import { inspect, type LeaseInfo } from "../mod.ts";
+import { keysOf } from "../src/_protocol.ts";
+import { formatMs } from "./_args.ts";
+import type { RedisClient } from "./_connect.ts";
+
+/** How often the line is refreshed (one inspect and one queue read each time), and how late it first shows. */
+export const STATUS_EVERY_MS = 500;
+/** How long one refresh may wait for Redis before the line says so; the wait itself is not affected. */
+const STATUS_TIMEOUT_MS = 1_000;
+
+/** Whether to show the status line: REDLEASE_STATUS=1 forces it on, =0 off; otherwise when stderr is a terminal. */
+export function statusWanted(): boolean {
+  const forced = process.env.REDLEASE_STATUS;
+  if (forced === "1") return true;
+  if (forced === "0") return false;
+  return process.stderr.isTTY === true;
+}
+
+/** The owner id of an owner string: without the label that follows a space. */
+export function ownerId(owner: string, label: string | undefined): string {
+  return label === undefined ? owner : owner.slice(0, owner.length - label.length - 1);
+}
+
+/** 1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, 21st. */
+function ordinal(n: number): string {
+  const teen = n % 100 >= 11 && n % 100 <= 13;
+  const suffix = teen ? "th" : ["th", "st", "nd", "rd"][n % 10] ?? "th";
+  return `${n}${suffix}`;
+}
+
+/** Who holds it, for the line: labels (or owner ids), the kind, and the time left. */
+export function holdersText(info: LeaseInfo): string {
+  if (!info.held) return "free (being handed over)";
+  const who = info.owners.map((o) => o.label ?? ownerId(o.owner, o.label));
+  const shown = who.length > 2 ? `${who.slice(0, 2).join(", ")} and ${who.length - 2} more` : who.join(", ");
+  const kind = info.kind === "permits"
+    ? `${info.owners.length} of ${info.permits} permits`
+    : info.kind === "shared"
+    ? `shared by ${info.owners.length}`
+    : "exclusive";
+  return `held by ${shown} (${kind}, ${formatMs(info.remainingMs)} left)`;
+}
+
+/** One status line. */
+export function statusText(
+  name: string,
+  waitedMs: number,
+  info: LeaseInfo | undefined,
+  place: number | undefined,
+): string {
+  const waited = waitedMs < 60_000 ? `${(Math.floor(waitedMs / 100) / 10).toFixed(1)}s` : formatMs(waitedMs);
+  const parts = [`redlease: waiting ${waited} for '${name}'`];
+  if (info === undefined) parts.push("Redis is slow to answer");
+  else {
+    // The place before the holders, whose labels are long: what is cut to the terminal's width is the end.
+    if (place !== undefined && info.waiters > 0) parts.push(`${ordinal(Math.min(place, info.waiters))} of ${info.waiters} in queue`);
+    else if (info.waiters > 0) parts.push(`${info.waiters} in queue`);
+    parts.push(holdersText(info));
+  }
+  return parts.join(" · ");
+}
+
+/** Fit `text` into `columns` characters (code points), so that it never wraps: a wrapped line cannot be cleared. */
+export function fit(text: string, columns: number | undefined): string {
+  const width = Math.max(20, (columns || 80) - 1); // 0 on a terminal of unknown size
+  const chars = [...text];
+  return chars.length <= width ? text : chars.slice(0, width - 1).join("") + "…";
+}
+
+/** Where the waiter whose owner ends with ` <label>` is in the queue of `name` (1 = next), or undefined. */
+async function placeInQueue(client: RedisClient, prefix: string, name: string, label: string): Promise<number | undefined> {
+  // Queue entries are `client|attempt|ms|claim ms|kind|owner`, in arrival order (the owner is last, as in every record).
+  const entries = await client.sendCommand(["ZRANGE", keysOf(prefix, name).queue, "0", "999"]) as string[];
+  const i = entries.findIndex((e) => e.endsWith(` ${label}`));
+  return i < 0 ? undefined : i + 1;
+}
+
+/**
+ * Start refreshing the status line every STATUS_EVERY_MS, the first time after that long (a lease granted at
+ * once shows nothing). `stop()` clears the line and resolves once it is cleared; call it before writing anything
+ * else to stderr.
+ */
+export function startStatus(
+  client: RedisClient,
+  o: { name: string; prefix: string; label: string | undefined; start: number },
+): { stop(): Promise<void> } {
+  let stopped = false;
+  let shown = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const draw = (text: string) =>
+    new Promise<void>((resolve) => {
+      try {
+        process.stderr.write(text, () => resolve());
+      } catch {
+        resolve();
+      }
+    });
+  const refresh = async () => {
+    let info: LeaseInfo | undefined;
+    let place: number | undefined;
+    try {
+      [info, place] = await Promise.all([
+        inspect(client, o.name, { prefix: o.prefix, timeoutMs: STATUS_TIMEOUT_MS }),
+        o.label === undefined ? undefined : placeInQueue(client, o.prefix, o.name, o.label).catch(() => undefined),
+      ]);
+    } catch { /* shown as slow; the wait reports real failures */ }
+    if (stopped) return;
+    shown = true;
+    await draw(`\r\x1b[2K${fit(statusText(o.name, performance.now() - o.start, info, place), process.stderr.columns)}`);
+  };
+  const schedule = () => {
+    timer = setTimeout(() => {
+      void refresh().finally(() => {
+        if (!stopped) schedule();
+      });
+    }, STATUS_EVERY_MS);
+    // Never what keeps the process alive.
+    (timer as { unref?: () => void }).unref?.();
+  };
+  schedule();
+  return {
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearTimeout(timer);
+      // A refresh still in flight draws nothing now; one drawn already was written before this clear.
+      if (shown) await draw("\r\x1b[2K");
+    },
+  };
+}
