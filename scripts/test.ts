@@ -1,7 +1,7 @@
 /**
- * `npm test`: freshness of the generated Lua module, type-check, lint, the JSR package (a publish dry run and the
- * doc lint of every export), build, then the same behavioural suite on Node, Bun and Deno, with a pass count per
- * runtime. Exits non-zero if any step fails.
+ * `npm test`: freshness of the generated Lua module, type-check, README code blocks, lint, the JSR package (a
+ * publish dry run and the doc lint of every export), build, then the same behavioural suite on Node, Bun and Deno,
+ * with a pass count per runtime. Exits non-zero if any step fails.
  *
  *   node --import tsx scripts/test.ts [--only node,bun,deno]
  */
@@ -76,6 +76,9 @@ const checks: Array<[string, string, string[]]> = [
   ["lua module fresh", process.execPath, ["--import", "tsx", "scripts/gen_lua.ts", "--check"]],
   ["type-check (core, web-only libs)", bin("tsc"), ["-p", "tsconfig.json"]],
   ["type-check (tests, scripts)", bin("tsc"), ["-p", "tsconfig.test.json"]],
+  // Every ts/js block of README.md type-checked against the source entry points, the ones marked `<!-- run -->`
+  // run against a throwaway redis-server and required to exit by themselves.
+  ["README code blocks", process.execPath, ["--import", "tsx", "scripts/check_readme.ts"]],
   ["lint", bin("deno"), ["lint"]],
   ["exports match", process.execPath, ["--import", "tsx", "scripts/check_exports.ts"]],
   ["size budget (scripts/size.ts: the core entry, gzipped)", process.execPath, ["--import", "tsx", "scripts/size.ts"]],

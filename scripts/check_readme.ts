@@ -1,0 +1,256 @@
+/**
+ * Checks the code blocks of README.md, as a reader would copy them: every ```ts, ```typescript, ```js and
+ * ```javascript block is type-checked, and the ones marked runnable are also run. Other fences (sh, sql, none) are
+ * skipped: the `## Quick start` sh block is what CI itself runs, and the rest are commands, SQL or formulas.
+ * bench/README.md and chaos/README.md are developer notes with sh blocks only, and are not checked.
+ *
+ *   node --import tsx scripts/check_readme.ts [--keep]     (--keep: leave the generated files, and say where)
+ *
+ * Each block becomes a module of its own in a temporary directory (with `"type": "module"`, as the README asks of a
+ * project), next to a tsconfig.json whose `paths` map `redlease` and its subpaths (also as `@redlease/redlease` and
+ * `jsr:@redlease/redlease`, from deno.json "exports") to the source entry points, and `npm:NAME@…` to the installed
+ * package NAME. All blocks are type-checked by one TypeScript program (strict, lib ES2022 + ESNext.Disposable +
+ * DOM, @types/node) with `redis` as node-redis v5, then by another with `redis` as v4, since the README promises
+ * both; a block whose text says "node-redis v5" (a comment, as in the Sentinel block) is checked against v5 only.
+ * An error is reported at its README line.
+ *
+ * What a block may use without defining it:
+ * - the app's functions and values (`chargeCustomer`, `ledger`, `cleanup`, …): globals declared, with one
+ *   signature each, by scripts/readme/app.ts, which also defines them for the blocks that run;
+ * - Deno's and Bun's APIs that the blocks use: scripts/readme/runtimes.d.ts.
+ *
+ * Markers: an HTML comment on the line right before the fence (invisible once rendered). Two words:
+ * - `<!-- run -->`: a whole program that runs here. After the type-check it is run on Node
+ *   (`node --import tsx`, cwd the temporary directory) with `REDIS_URL` set to a throwaway redis-server's URL,
+ *   and must exit with code 0 by itself within 20 s: a hang (an open client, say) fails. `redis` is node-redis v5
+ *   there (what `npm install redis` installs).
+ * - `<!-- fragment -->`: an excerpt that uses values from the code around it. Before it come declarations of
+ *   those it mentions: `client` (a connected node-redis client), `signal` (an AbortSignal), `id` and `job`.
+ *   Type-checked only.
+ * A block cannot be both. A block without a marker is a whole program that is type-checked only: what cannot run here (Deno, Bun,
+ * workers, Cluster, Sentinel, Redlock over remote hosts). An unknown marker word fails the check.
+ */
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import ts from "typescript";
+import { type Ran, runProcess, startRedis } from "../tests/_redis.ts";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const docs = ["README.md"];
+const languages: Record<string, "ts" | "js"> = { ts: "ts", typescript: "ts", js: "js", javascript: "js" };
+const markerWords = new Set(["run", "fragment"]);
+const runTimeoutMs = 20_000;
+const app = join(root, "scripts", "readme", "app.ts");
+const runtimes = join(root, "scripts", "readme", "runtimes.d.ts");
+
+/** What a fragment may use from the code around it, declared before it when it mentions the name. */
+const context: Record<string, string> = {
+  client: `declare const client: ReturnType<typeof import("redis").createClient>;`,
+  signal: "declare const signal: AbortSignal;",
+  id: "declare const id: string;",
+  job: "declare const job: { readonly id: string; readonly token: string };",
+};
+
+interface Block {
+  readonly doc: string;
+  /** 1-based line of the opening fence. */
+  readonly line: number;
+  readonly lang: "ts" | "js";
+  readonly code: string;
+  readonly run: boolean;
+  readonly fragment: boolean;
+  file: string;
+  /** Lines put before the code. */
+  preludeLines: number;
+}
+
+const problems: string[] = [];
+
+function parse(doc: string): Block[] {
+  const lines = readFileSync(join(root, doc), "utf8").split("\n");
+  const blocks: Block[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```\s*(\S*)\s*$/.exec(lines[i]);
+    if (!open) continue;
+    let end = i + 1;
+    while (end < lines.length && !/^```\s*$/.test(lines[end])) end++;
+    if (end === lines.length) {
+      problems.push(`${doc}:${i + 1}: the fence is never closed`);
+      break;
+    }
+    const marker = i > 0 ? /^<!--(.*)-->\s*$/.exec(lines[i - 1]) : null;
+    const words = marker ? marker[1].trim().split(/\s+/).filter(Boolean) : [];
+    const lang = languages[open[1].toLowerCase()];
+    for (const w of words) if (!markerWords.has(w)) problems.push(`${doc}:${i}: unknown marker '${w}'`);
+    if (words.length > 0 && !lang) {
+      problems.push(`${doc}:${i}: a marker before a '${open[1]}' block, which is not checked`);
+    }
+    if (words.includes("run") && words.includes("fragment")) {
+      problems.push(`${doc}:${i}: a fragment cannot run: mark it 'run' or 'fragment'`);
+    }
+    if (words.includes("fragment") && lang === "js") problems.push(`${doc}:${i}: fragments must be ts blocks`);
+    if (lang) {
+      blocks.push({
+        doc,
+        line: i + 1,
+        lang,
+        code: lines.slice(i + 1, end).join("\n") + "\n",
+        run: words.includes("run"),
+        fragment: words.includes("fragment"),
+        file: "",
+        preludeLines: 0,
+      });
+    }
+    i = end;
+  }
+  return blocks;
+}
+
+const blocks = docs.flatMap(parse);
+const dir = mkdtempSync(join(tmpdir(), "redlease-readme-"));
+const keep = process.argv.includes("--keep");
+process.on(
+  "exit",
+  () => keep ? console.log(`generated files kept in ${dir}`) : rmSync(dir, { recursive: true, force: true }),
+);
+symlinkSync(join(root, "node_modules"), join(dir, "node_modules"), "dir");
+writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module", private: true }, null, 2));
+
+// redlease and its subpaths, as npm, JSR and `deno add` name them, to their source entry points.
+const paths: Record<string, string[]> = {};
+for (const [sub, src] of Object.entries<string>(JSON.parse(readFileSync(join(root, "deno.json"), "utf8")).exports)) {
+  for (const name of ["redlease", "@redlease/redlease", "jsr:@redlease/redlease"]) {
+    paths[name + sub.slice(1)] = [join(root, src)];
+  }
+}
+for (const [i, b] of blocks.entries()) {
+  // Deno's `npm:NAME@range` specifiers, to the installed NAME.
+  for (const [, spec, name] of b.code.matchAll(/from\s+"(npm:((?:@[^/@"]+\/)?[^/@"]+)[^"]*)"/g)) {
+    paths[spec] = [join(root, "node_modules", name)];
+  }
+  const prelude = b.fragment
+    ? Object.entries(context).filter(([name]) => new RegExp(`\\b${name}\\b`).test(b.code)).map(([, d]) => d)
+    : [];
+  b.preludeLines = prelude.length;
+  b.file = join(dir, `block${String(i + 1).padStart(2, "0")}_line${b.line}.${b.lang}`);
+  writeFileSync(b.file, prelude.map((l) => l + "\n").join("") + b.code);
+}
+// The runs import `redis` as node-redis v5 (its main file: tsx maps paths to files, not to package directories).
+const redis5 = join(root, "node_modules", "redis5");
+const redis5Main = join(redis5, JSON.parse(readFileSync(join(redis5, "package.json"), "utf8")).main);
+const tsconfig = {
+  compilerOptions: {
+    target: "ES2022",
+    module: "ESNext",
+    moduleResolution: "Bundler",
+    moduleDetection: "force",
+    lib: ["ES2022", "ESNext.Disposable", "DOM"],
+    types: ["node"],
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    allowJs: true,
+    checkJs: true,
+    allowImportingTsExtensions: true,
+    paths: { ...paths, redis: [redis5Main] },
+  },
+  files: [...blocks.map((b) => b.file), app, runtimes],
+};
+writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(tsconfig, null, 2));
+
+const where = (b: Block) => `${b.doc}:${b.line}`;
+const t0 = performance.now();
+
+// One program for every block, per node-redis major (v5 first: what `npm install redis` installs). Source files are
+// parsed once for both.
+const config = ts.parseJsonConfigFileContent(tsconfig, ts.sys, dir);
+for (const d of config.errors) problems.push(`tsconfig: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`);
+const variants = [{ label: "node-redis v5", dir: "redis5" }, { label: "node-redis v4", dir: "redis" }];
+const parsed = new Map<string, ts.SourceFile | undefined>();
+const byFile = new Map(blocks.map((b) => [b.file, b]));
+const found = new Map<string, string[]>();
+const failed = new Set<Block>();
+for (const [n, variant] of variants.entries()) {
+  const options = { ...config.options, paths: { ...paths, redis: [join(root, "node_modules", variant.dir)] } };
+  const host = ts.createCompilerHost(options);
+  const read = host.getSourceFile;
+  host.getSourceFile = (file, ...rest) => {
+    if (!parsed.has(file)) parsed.set(file, read.call(host, file, ...rest));
+    return parsed.get(file);
+  };
+  // v4: only the blocks that use node-redis (an import of "redis", or a fragment's `client`), unless they say v5.
+  const usesRedis = (b: Block) => b.code.includes(`"redis"`) || (b.fragment && /\bclient\b/.test(b.code));
+  const checked = blocks.filter((b) => n === 0 || (usesRedis(b) && !/node-redis v5/.test(b.code)));
+  const files = [...checked.map((b) => b.file), app, runtimes];
+  const program = ts.createProgram({ rootNames: files, options, host });
+  const diagnostics = [
+    ...program.getOptionsDiagnostics(),
+    ...program.getGlobalDiagnostics(),
+    ...files.flatMap((f) => {
+      const sf = program.getSourceFile(f);
+      return sf ? [...program.getSyntacticDiagnostics(sf), ...program.getSemanticDiagnostics(sf)] : [];
+    }),
+  ];
+  for (const d of diagnostics) {
+    let at = "";
+    if (d.file && d.start !== undefined) {
+      const { line, character } = d.file.getLineAndCharacterOfPosition(d.start);
+      const b = byFile.get(d.file.fileName);
+      if (b) failed.add(b);
+      at = !b
+        ? `${relative(root, d.file.fileName)}:${line + 1}:${character + 1}: `
+        : line < b.preludeLines
+        ? `${where(b)} (its fragment prelude): `
+        : `${b.doc}:${b.line + 1 + line - b.preludeLines}:${character + 1}: `;
+    }
+    const key = `${at}TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n  ")}`;
+    found.set(key, [...found.get(key) ?? [], variant.label]);
+  }
+}
+for (const [text, labels] of found) {
+  problems.push(labels.length < variants.length ? `${text} [${labels.join(", ")} only]` : text);
+}
+const typeMs = performance.now() - t0;
+
+// Then the runnable blocks, at once, each in its own process.
+const runnable = blocks.filter((b) => b.run);
+const server = runnable.length > 0 ? await startRedis() : undefined;
+const env = { ...process.env, REDIS_URL: server?.url, NO_COLOR: "1" };
+const ran = await Promise.all(
+  runnable.map((b) =>
+    runProcess(process.execPath, ["--import", "tsx", "--import", pathToFileURL(app).href, b.file], {
+      cwd: dir,
+      env,
+      timeoutMs: runTimeoutMs,
+    }).then((r): [Block, Ran] => [b, r])
+  ),
+);
+await server?.stop();
+for (const [b, r] of ran) {
+  if (r.killed || r.code !== 0) {
+    failed.add(b);
+    const why = r.killed
+      ? `did not exit within ${runTimeoutMs / 1000} s (a hang: is a client left open?)`
+      : `exited with code ${r.code}`;
+    problems.push(`${where(b)}: the block ${why}\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}---`);
+  }
+}
+
+const runMs = new Map(ran.map(([b, r]) => [b, r.ms]));
+for (const b of blocks) {
+  const how = b.run
+    ? `type-checked, ran in ${((runMs.get(b) ?? 0) / 1000).toFixed(1)} s`
+    : b.fragment
+    ? "type-checked (fragment)"
+    : "type-checked";
+  console.log(`${failed.has(b) ? "FAIL" : "ok  "} ${where(b)} ${b.lang}: ${how}`);
+}
+for (const p of problems) console.error(p);
+console.log(
+  `${blocks.length} blocks type-checked in ${(typeMs / 1000).toFixed(1)} s, ${runnable.length} run; ${
+    ((performance.now() - t0) / 1000).toFixed(1)
+  } s in all${problems.length ? `; ${problems.length} problem(s)` : ""}`,
+);
+process.exit(problems.length === 0 ? 0 : 1);
