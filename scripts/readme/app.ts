@@ -37,6 +37,11 @@ declare global {
   };
   /** A job queue. */
   const jobs: { push(job: { readonly id: string; readonly token: string }): Promise<void> };
+  /** The app's structured logger (pino-style: fields first, then the message). */
+  const log: {
+    warn(fields: Record<string, unknown>, message: string): void;
+    debug(fields: Record<string, unknown>, message: string): void;
+  };
 }
 
 const balances = new Map<number, number>();
@@ -58,5 +63,6 @@ Object.assign(globalThis, {
       fenced(signal).then(() => void balances.set(account, balance)),
   },
   jobs: { push: () => Promise.resolve() },
+  log: { warn: () => {}, debug: () => {} },
 });
 export {};

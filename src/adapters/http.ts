@@ -12,10 +12,17 @@
  * import { withLock } from "redlease";
  * import { upstash } from "redlease/http";
  *
- * const redis = upstash({ url: process.env.UPSTASH_REDIS_REST_URL!, token: process.env.UPSTASH_REDIS_REST_TOKEN! });
- * await withLock(redis, "invoice:42", async (signal, lease) => {
- *   await chargeCustomer({ fence: lease.fence, signal });
- * });
+ * // A Cloudflare Worker: config comes from the runtime's env, and the driver is kept for later requests.
+ * let redis: ReturnType<typeof upstash> | undefined;
+ * export default {
+ *   async fetch(_request: Request, env: { UPSTASH_REDIS_REST_URL: string; UPSTASH_REDIS_REST_TOKEN: string }) {
+ *     redis ??= upstash({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN });
+ *     await withLock(redis, "invoice:42", async (signal, lease) => {
+ *       await chargeCustomer({ fence: lease.fence, signal });
+ *     }, { waitMs: 0, leaseMs: 10_000 });
+ *     return new Response("charged");
+ *   },
+ * };
  * ```
  *
  * @module
