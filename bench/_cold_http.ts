@@ -36,9 +36,12 @@ const requests = (w: WireCounts) => Object.values(w.commands).reduce((a, b) => a
 
 const t0 = performance.now();
 // deno-lint-ignore no-explicit-any
-const [rl, { upstash }] = await Promise.all([import(redleaseUrl) as Promise<any>, import(
-  pathToFileURL(join(root, "src", "adapters", "http.ts")).href
-)]);
+const [rl, { upstash }] = await Promise.all([
+  import(redleaseUrl) as Promise<any>,
+  import(
+    pathToFileURL(join(root, "src", "adapters", "http.ts")).href
+  ),
+]);
 const t1 = performance.now();
 const driver = upstash({ url: bridge.url, token: bridge.token, fetch: counted });
 const t2 = performance.now();

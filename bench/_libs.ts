@@ -359,7 +359,9 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
               const key = `raw:${name}`, token = randomUUID();
               const deadline = performance.now() + WAIT_MS;
               for (;;) {
-                if (await c.sendCommand(["SET", key, token, "NX", "PX", String(LEASE_MS)]) === "OK") return [key, token];
+                if (await c.sendCommand(["SET", key, token, "NX", "PX", String(LEASE_MS)]) === "OK") {
+                  return [key, token];
+                }
                 if (performance.now() >= deadline) throw new Error(`raw: not acquired within ${WAIT_MS} ms`);
                 await sleep(RAW_POLL_MS);
               }
@@ -505,7 +507,14 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
               }
               const attempt = String(++attempts);
               const r = await c.sendCommand([
-                "EVALSHA", queue, "2", ...keys, id, String(LEASE_MS), `${id}|${attempt}|${id}`, "30000",
+                "EVALSHA",
+                queue,
+                "2",
+                ...keys,
+                id,
+                String(LEASE_MS),
+                `${id}|${attempt}|${id}`,
+                "30000",
               ]);
               if (Array.isArray(r)) await g.wait(attempt);
               return name;

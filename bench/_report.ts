@@ -121,12 +121,19 @@ export interface Run {
 
 const med = <T>(xs: T[], f: (x: T) => number) => median(xs.map(f));
 const fmt = (x: number, digits = 2) =>
-  Number.isFinite(x) ? (Math.abs(x) >= 100 ? Math.round(x).toLocaleString("en-US") : String(Number(x.toFixed(digits)))) : "–";
+  Number.isFinite(x)
+    ? (Math.abs(x) >= 100 ? Math.round(x).toLocaleString("en-US") : String(Number(x.toFixed(digits))))
+    : "–";
 const ratio = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}×` : "–");
 const pctS = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(0)} %` : "–");
 
 /** Per repetition: value / raw value of the same repetition [and W] (NaN where the repetition has no raw). */
-function perRunRatios<T extends { rep: number }>(rows: T[], raws: T[], f: (x: T) => number, same: (a: T, b: T) => boolean) {
+function perRunRatios<T extends { rep: number }>(
+  rows: T[],
+  raws: T[],
+  f: (x: T) => number,
+  same: (a: T, b: T) => boolean,
+) {
   return rows.map((x) => {
     const base = raws.find((r) => r.rep === x.rep && same(x, r));
     return base ? f(x) / f(base) : NaN;
@@ -134,7 +141,12 @@ function perRunRatios<T extends { rep: number }>(rows: T[], raws: T[], f: (x: T)
 }
 
 /** Median over repetitions of (value / raw value of the same repetition [and W]). */
-function ratioToRaw<T extends { rep: number }>(rows: T[], raws: T[], f: (x: T) => number, same: (a: T, b: T) => boolean) {
+function ratioToRaw<T extends { rep: number }>(
+  rows: T[],
+  raws: T[],
+  f: (x: T) => number,
+  same: (a: T, b: T) => boolean,
+) {
   return median(perRunRatios(rows, raws, f, same));
 }
 
@@ -298,7 +310,8 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       wire: rows[0].b1.wireCommands,
     };
   });
-  const label = (lib: string) => run.variants.find((v) => v.lib === lib && !v.tuned)?.label.replace(/ \(default retry\)/, "") ?? lib;
+  const label = (lib: string) =>
+    run.variants.find((v) => v.lib === lib && !v.tuned)?.label.replace(/ \(default retry\)/, "") ?? lib;
   if (uncAgg.length) {
     md.push(`## B1 sequential and B2 concurrent uncontended cycles (acquire + release, fresh names)`);
     md.push("");
@@ -310,7 +323,16 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
     );
     md.push("");
     md.push(table(
-      ["library", "B1 cycles/s", "×raw", "B1 cycle p50 / p99 ms", "round trips / cycle", "B2 cycles/s", "×raw", "B2 cycle p50 / p99 ms"],
+      [
+        "library",
+        "B1 cycles/s",
+        "×raw",
+        "B1 cycle p50 / p99 ms",
+        "round trips / cycle",
+        "B2 cycles/s",
+        "×raw",
+        "B2 cycle p50 / p99 ms",
+      ],
       uncAgg.map((u) => [
         label(u.lib),
         fmt(u.b1),
@@ -361,7 +383,19 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       ]);
     }
     md.push(table(
-      ["library", "W", "acq/s", "×raw", `÷ W=${ws[0]}`, "gap p50 / p99 ms (n)", "gap split p50 ms", "same-worker", "fairness (min–max)", "failed", "wait p99 / max ms"],
+      [
+        "library",
+        "W",
+        "acq/s",
+        "×raw",
+        `÷ W=${ws[0]}`,
+        "gap p50 / p99 ms (n)",
+        "gap split p50 ms",
+        "same-worker",
+        "fairness (min–max)",
+        "failed",
+        "wait p99 / max ms",
+      ],
       rows,
     ));
     md.push("");
@@ -404,7 +438,18 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       ]);
     }
     md.push(table(
-      ["library", "W", "acq/s", `÷ W=${w6[0]}`, "fairness (min–max)", "commands / acq (client / all)", "Redis CPU µs / acq", "failed", "wait p99 / max ms", "> n"],
+      [
+        "library",
+        "W",
+        "acq/s",
+        `÷ W=${w6[0]}`,
+        "fairness (min–max)",
+        "commands / acq (client / all)",
+        "Redis CPU µs / acq",
+        "failed",
+        "wait p99 / max ms",
+        "> n",
+      ],
       rows6,
     ));
     md.push("");
@@ -433,24 +478,52 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
     for (const u of uncAgg) {
       const wire = Object.entries(u.wire).map(([k, v]) => `${k} ${v}`).join(", ");
       rows.push([
-        label(u.lib), "B1 (W=1)", fmt(u.b1c.clientPerOp), fmt(u.b1c.totalPerOp), fmt(u.b1c.luaPerOp),
-        fmt(u.b1redis, 1), fmt(u.b1client, 1), "", `${describeCounts(u.b1c)}; wire: ${wire}`,
+        label(u.lib),
+        "B1 (W=1)",
+        fmt(u.b1c.clientPerOp),
+        fmt(u.b1c.totalPerOp),
+        fmt(u.b1c.luaPerOp),
+        fmt(u.b1redis, 1),
+        fmt(u.b1client, 1),
+        "",
+        `${describeCounts(u.b1c)}; wire: ${wire}`,
       ]);
       rows.push([
-        label(u.lib), "B2 (64 loops)", fmt(u.b2c.clientPerOp), fmt(u.b2c.totalPerOp), fmt(u.b2c.luaPerOp),
-        fmt(u.b2redis, 1), fmt(u.b2client, 1), "", "",
+        label(u.lib),
+        "B2 (64 loops)",
+        fmt(u.b2c.clientPerOp),
+        fmt(u.b2c.totalPerOp),
+        fmt(u.b2c.luaPerOp),
+        fmt(u.b2redis, 1),
+        fmt(u.b2client, 1),
+        "",
+        "",
       ]);
     }
     for (const a of b3) {
       rows.push([
-        a.variant.label, `B3 W=${a.W}`, fmt(a.commands.clientPerOp), fmt(a.commands.totalPerOp), fmt(a.commands.luaPerOp),
-        fmt(a.redisCpuUs, 1), fmt(a.clientCpuUs, 1), fmt(a.clientWakeups), describeCounts(a.commands),
+        a.variant.label,
+        `B3 W=${a.W}`,
+        fmt(a.commands.clientPerOp),
+        fmt(a.commands.totalPerOp),
+        fmt(a.commands.luaPerOp),
+        fmt(a.redisCpuUs, 1),
+        fmt(a.clientCpuUs, 1),
+        fmt(a.clientWakeups),
+        describeCounts(a.commands),
       ]);
     }
     md.push(table(
       [
-        "library", "phase", "client cmds", "total incl. Lua", "Lua-internal", "Redis CPU µs", "client CPU µs",
-        "client wake-ups", "per-command calls / acquisition",
+        "library",
+        "phase",
+        "client cmds",
+        "total incl. Lua",
+        "Lua-internal",
+        "Redis CPU µs",
+        "client CPU µs",
+        "client wake-ups",
+        "per-command calls / acquisition",
       ],
       rows,
     ));
@@ -494,12 +567,26 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       ];
     });
     md.push(table(
-      ["library", "import client ms", "import library ms", "connect ms", "first acquire ms", "import → first lease ms", "connects + round trips (of which the first acquire)", "commands to first lease", "min+gz bytes"],
+      [
+        "library",
+        "import client ms",
+        "import library ms",
+        "connect ms",
+        "first acquire ms",
+        "import → first lease ms",
+        "connects + round trips (of which the first acquire)",
+        "commands to first lease",
+        "min+gz bytes",
+      ],
       rows,
     ));
     md.push("");
     for (const s of run.sizes) {
-      md.push(`- ${s.name}: ${s.note}; largest inputs: ${s.inputs.slice(0, 4).map((i) => `${i.file} ${i.bytes} B`).join(", ")}`);
+      md.push(
+        `- ${s.name}: ${s.note}; largest inputs: ${
+          s.inputs.slice(0, 4).map((i) => `${i.file} ${i.bytes} B`).join(", ")
+        }`,
+      );
     }
     md.push("");
   }
@@ -513,7 +600,9 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       `that run, at the same W) and the median over runs is compared with the target; the absolute figures beside ` +
       `it are the medians of the tables above. "not measured": the run lacks the phase, library or variant the ` +
       `target needs (e.g. a quick run with \`--only redlease,ring\`).` +
-      (run.config.pauseMs ? ` Diagnostic run: the ${run.config.pauseMs} ms pause after each release changes B3, so its rows are not the targets' conditions.` : ""),
+      (run.config.pauseMs
+        ? ` Diagnostic run: the ${run.config.pauseMs} ms pause after each release changes B3, so its rows are not the targets' conditions.`
+        : ""),
   );
   md.push("");
   md.push(table(
@@ -586,7 +675,11 @@ function targets(
     return `; floor: the minimal fenced lease is ${ratio(floor)} ${what}, redlease ${ratio(own)} that lease`;
   };
   const noUnc = (base: string) =>
-    !run.unc.length ? "– (no B1/B2 in this run)" : !rl ? "– (no redlease B1/B2 in this run)" : `– (no ${base} B1/B2 in this run)`;
+    !run.unc.length
+      ? "– (no B1/B2 in this run)"
+      : !rl
+      ? "– (no redlease B1/B2 in this run)"
+      : `– (no ${base} B1/B2 in this run)`;
   {
     const t = "Redis CPU per uncontended acquire + release (B2, the B4 figure) ≤ 1.5× raw";
     if (rl && raw) {
@@ -612,7 +705,9 @@ function targets(
   }
   {
     const t = "B2 cycles/s ≥ every peer library";
-    const peers = unc.filter((u) => !["redlease", "redlease-io", "raw", "ring", "fifo", "fenced", "fairfenced"].includes(u.lib));
+    const peers = unc.filter((u) =>
+      !["redlease", "redlease-io", "raw", "ring", "fifo", "fenced", "fairfenced"].includes(u.lib)
+    );
     if (rl && peers.length) {
       const best = peers.reduce((a, b) => (b.b2 > a.b2 ? b : a));
       // Per run: redlease ÷ the fastest peer of that run.
@@ -624,10 +719,16 @@ function targets(
       const [x, runs] = vsBest(rl);
       // The peers all run on ioredis: the same comparison on their client, beside it.
       const io = unc.find((u) => u.lib === "redlease-io");
-      const onIo = io ? `; on the peers' client (ioredis): ${ratio(vsBest(io)[0])} the best peer (${fmt(io.b2)} cycles/s)` : "";
+      const onIo = io
+        ? `; on the peers' client (ioredis): ${ratio(vsBest(io)[0])} the best peer (${fmt(io.b2)} cycles/s)`
+        : "";
       const floor = fenced
-        ? `; floor: the minimal fenced lease (node-redis) is ${ratio(vsBest(fenced)[0])} the best peer (${fmt(fenced.b2)} ` +
-          `cycles/s), redlease ${ratio(judged(perRunRatios(rl.rows, fenced.rows, (r) => r.b2.cyclesPerSec, () => true))[0])} that lease`
+        ? `; floor: the minimal fenced lease (node-redis) is ${ratio(vsBest(fenced)[0])} the best peer (${
+          fmt(fenced.b2)
+        } ` +
+          `cycles/s), redlease ${
+            ratio(judged(perRunRatios(rl.rows, fenced.rows, (r) => r.b2.cyclesPerSec, () => true))[0])
+          } that lease`
         : "";
       push(
         t,
@@ -661,7 +762,12 @@ function targets(
   const fairFloor = (base: string, W: number, f: (r: B3Rep) => number) => {
     const of = base === "ring" ? "the ring" : base;
     const floors: string[] = [];
-    for (const [id, what] of [["fifo", "the minimal fair notified lock"], ["fairfenced", "with a fence and an expiring queue"]]) {
+    for (
+      const [id, what] of [["fifo", "the minimal fair notified lock"], [
+        "fairfenced",
+        "with a fence and an expiring queue",
+      ]]
+    ) {
       if (!at(id, W) || !at(base, W)) continue;
       const [floor] = b3Ratio(base, W, f, id), [own] = b3Ratio(id, W, f);
       floors.push(`${what} ${ratio(floor)} ${of}, redlease ${ratio(own)} that lock`);
@@ -683,7 +789,9 @@ function targets(
       const [x, runs] = b3Ratio("ring", W, (r) => r.gapP50Ms);
       push(
         t,
-        `${ratio(x)} (${fmt(a.gapP50Ms, 3)} vs ${fmt(ring.gapP50Ms, 3)} ms${runs}${fairFloor("ring", W, (r) => r.gapP50Ms)})`,
+        `${ratio(x)} (${fmt(a.gapP50Ms, 3)} vs ${fmt(ring.gapP50Ms, 3)} ms${runs}${
+          fairFloor("ring", W, (r) => r.gapP50Ms)
+        })`,
         ok(x) ? x <= 1.15 : undefined,
       );
     } else push(t, noB3(W, "ring"), undefined);
@@ -695,7 +803,9 @@ function targets(
       const [x, runs] = b3Ratio("raw", W, (r) => r.redisCpuUs);
       push(
         t,
-        `${ratio(x)} (${fmt(a.redisCpuUs, 1)} vs ${fmt(rw.redisCpuUs, 1)} µs${runs}${fairFloor("raw", W, (r) => r.redisCpuUs)})`,
+        `${ratio(x)} (${fmt(a.redisCpuUs, 1)} vs ${fmt(rw.redisCpuUs, 1)} µs${runs}${
+          fairFloor("raw", W, (r) => r.redisCpuUs)
+        })`,
         ok(x) ? x <= 1 : undefined,
       );
     } else push(t, noB3(W, "raw node-redis"), undefined);
@@ -704,7 +814,11 @@ function targets(
     const t = `B3 W=${W} client commands per acquisition ≤ 2.1`;
     const a = at("redlease", W);
     if (a) {
-      push(t, `${fmt(a.commands.clientPerOp)} (${fmt(a.commands.totalPerOp)} counting those called from Lua)`, a.commands.clientPerOp <= 2.1);
+      push(
+        t,
+        `${fmt(a.commands.clientPerOp)} (${fmt(a.commands.totalPerOp)} counting those called from Lua)`,
+        a.commands.clientPerOp <= 2.1,
+      );
     } else push(t, noB3(W), undefined);
   }
   for (const W of allWs) {
@@ -734,14 +848,32 @@ function targets(
     const cmds = Object.entries(cs[0].commandsToLease).map(([k, v]) => `${k}×${v}`).join(" ");
     const total = med(cs, (c) => c.roundTripsToLease);
     if (!cs.every((c) => c.roundTripsAcquire !== undefined)) {
-      push(t, `– (run predates the first acquire's own count; ${fmt(total)} ${unit} to the first lease including the client's handshake: ${cmds})`, undefined);
+      push(
+        t,
+        `– (run predates the first acquire's own count; ${
+          fmt(total)
+        } ${unit} to the first lease including the client's handshake: ${cmds})`,
+        undefined,
+      );
       return;
     }
     const n = med(cs, (c) => c.roundTripsAcquire!);
-    push(t, `${fmt(n)} ${unit}` + (total !== n ? ` (${fmt(total)} with the client's handshake)` : "") + `: ${cmds}`, n <= 2);
+    push(
+      t,
+      `${fmt(n)} ${unit}` + (total !== n ? ` (${fmt(total)} with the client's handshake)` : "") + `: ${cmds}`,
+      n <= 2,
+    );
   };
-  coldRow("redlease", "B5 first lease ≤ 2 round trips: fresh node-redis client, flushed server (the first acquire)", "round trips");
-  coldRow("redlease HTTP (tsx)", "B5 first lease ≤ 2 round trips: fresh upstash() HTTP driver, flushed server", "requests");
+  coldRow(
+    "redlease",
+    "B5 first lease ≤ 2 round trips: fresh node-redis client, flushed server (the first acquire)",
+    "round trips",
+  );
+  coldRow(
+    "redlease HTTP (tsx)",
+    "B5 first lease ≤ 2 round trips: fresh upstash() HTTP driver, flushed server",
+    "requests",
+  );
   return out;
 }
 
@@ -776,12 +908,20 @@ function chart(b3: B3Agg[], ws: number[], run: Run): string {
     return left + 30 + (ws.length === 1 ? panelW / 2 : (i * (panelW - 60)) / (ws.length - 1));
   };
   const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" ` +
-    `font-family="Helvetica, Arial, sans-serif" font-size="12">`);
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" ` +
+      `font-family="Helvetica, Arial, sans-serif" font-size="12">`,
+  );
   out.push(`<rect width="100%" height="100%" fill="white"/>`);
-  out.push(`<text x="${W / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">` +
-    esc(`B3 contended handoff: one name, 1 ms critical section (median of ${run.config.reps} run(s), ${run.date.slice(0, 10)})`) +
-    `</text>`);
+  out.push(
+    `<text x="${W / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">` +
+      esc(
+        `B3 contended handoff: one name, 1 ms critical section (median of ${run.config.reps} run(s), ${
+          run.date.slice(0, 10)
+        })`,
+      ) +
+      `</text>`,
+  );
 
   // Left: acquisitions/s, linear.
   const maxT = Math.max(...b3.map((a) => a.acqPerSec).filter(Number.isFinite), 1);
@@ -792,7 +932,9 @@ function chart(b3: B3Agg[], ws: number[], run: Run): string {
   const gapsAll = b3.flatMap((a) => [a.gapP50Ms, a.gapP99Ms]).filter((x) => Number.isFinite(x) && x > 0);
   const gMin = Math.pow(10, Math.floor(Math.log10(Math.min(...gapsAll, 0.1))));
   const gMax = Math.pow(10, Math.ceil(Math.log10(Math.max(...gapsAll, 1))));
-  const yG = (v: number) => top + panelH - ((Math.log10(Math.max(v, gMin)) - Math.log10(gMin)) / (Math.log10(gMax) - Math.log10(gMin))) * panelH;
+  const yG = (v: number) =>
+    top + panelH -
+    ((Math.log10(Math.max(v, gMin)) - Math.log10(gMin)) / (Math.log10(gMax) - Math.log10(gMin))) * panelH;
 
   for (const [p, left] of lefts.entries()) {
     out.push(`<rect x="${left}" y="${top}" width="${panelW}" height="${panelH}" fill="none" stroke="#999"/>`);
@@ -801,21 +943,29 @@ function chart(b3: B3Agg[], ws: number[], run: Run): string {
       out.push(`<line x1="${x}" y1="${top}" x2="${x}" y2="${top + panelH}" stroke="#eee"/>`);
       out.push(`<text x="${x}" y="${top + panelH + 16}" text-anchor="middle">${w}</text>`);
     }
-    out.push(`<text x="${left + panelW / 2}" y="${top + panelH + 34}" text-anchor="middle">W (worker processes)</text>`);
+    out.push(
+      `<text x="${left + panelW / 2}" y="${top + panelH + 34}" text-anchor="middle">W (worker processes)</text>`,
+    );
     if (p === 0) {
       for (let v = 0; v <= tMax + 1e-9; v += tStep) {
         out.push(`<line x1="${left}" y1="${yT(v)}" x2="${left + panelW}" y2="${yT(v)}" stroke="#eee"/>`);
         out.push(`<text x="${left - 6}" y="${yT(v) + 4}" text-anchor="end">${Math.round(v)}</text>`);
       }
-      out.push(`<text x="${left + panelW / 2}" y="${top - 10}" text-anchor="middle" font-weight="bold">acquisitions / s</text>`);
+      out.push(
+        `<text x="${left + panelW / 2}" y="${
+          top - 10
+        }" text-anchor="middle" font-weight="bold">acquisitions / s</text>`,
+      );
     } else {
       for (let e = Math.log10(gMin); e <= Math.log10(gMax) + 1e-9; e++) {
         const v = Math.pow(10, e);
         out.push(`<line x1="${left}" y1="${yG(v)}" x2="${left + panelW}" y2="${yG(v)}" stroke="#eee"/>`);
         out.push(`<text x="${left - 6}" y="${yG(v) + 4}" text-anchor="end">${v >= 1 ? v : v.toPrecision(1)}</text>`);
       }
-      out.push(`<text x="${left + panelW / 2}" y="${top - 10}" text-anchor="middle" font-weight="bold">` +
-        `gap release → next holder, ms (log): p50 solid, p99 dotted</text>`);
+      out.push(
+        `<text x="${left + panelW / 2}" y="${top - 10}" text-anchor="middle" font-weight="bold">` +
+          `gap release → next holder, ms (log): p50 solid, p99 dotted</text>`,
+      );
     }
   }
   for (const id of ids) {
@@ -825,9 +975,17 @@ function chart(b3: B3Agg[], ws: number[], run: Run): string {
     const line = (left: number, y: (a: B3Agg) => number, dash = "") => {
       const ok = pts.filter((a) => Number.isFinite(y(a)));
       if (!ok.length) return;
-      out.push(`<polyline fill="none" stroke="${color}" stroke-width="${dash ? 1.2 : width}"${dash ? ` stroke-dasharray="${dash}"` : ""} ` +
-        `points="${ok.map((a) => `${xOf(left, a.W).toFixed(1)},${y(a).toFixed(1)}`).join(" ")}"/>`);
-      if (!dash) for (const a of ok) out.push(`<circle cx="${xOf(left, a.W).toFixed(1)}" cy="${y(a).toFixed(1)}" r="3.5" fill="${color}"/>`);
+      out.push(
+        `<polyline fill="none" stroke="${color}" stroke-width="${dash ? 1.2 : width}"${
+          dash ? ` stroke-dasharray="${dash}"` : ""
+        } ` +
+          `points="${ok.map((a) => `${xOf(left, a.W).toFixed(1)},${y(a).toFixed(1)}`).join(" ")}"/>`,
+      );
+      if (!dash) {
+        for (const a of ok) {
+          out.push(`<circle cx="${xOf(left, a.W).toFixed(1)}" cy="${y(a).toFixed(1)}" r="3.5" fill="${color}"/>`);
+        }
+      }
     };
     line(lefts[0], (a) => yT(a.acqPerSec));
     line(lefts[1], (a) => (a.gapP50Ms > 0 ? yG(a.gapP50Ms) : NaN));
@@ -838,8 +996,16 @@ function chart(b3: B3Agg[], ws: number[], run: Run): string {
   ids.forEach((id, i) => {
     const v = b3.find((a) => a.variant.id === id)!.variant;
     const x = 80 + (i % perRow) * 340, y = H - 66 + Math.floor(i / perRow) * 20;
-    out.push(`<line x1="${x}" y1="${y - 4}" x2="${x + 24}" y2="${y - 4}" stroke="${COLORS[id] ?? "#777"}" stroke-width="${id === "redlease" ? 3 : 2}"/>`);
-    out.push(`<text x="${x + 30}" y="${y}">${esc(v.label.replace("raw node-redis (SET NX PX + EVALSHA)", "raw node-redis (10 ms poll)"))}</text>`);
+    out.push(
+      `<line x1="${x}" y1="${y - 4}" x2="${x + 24}" y2="${y - 4}" stroke="${COLORS[id] ?? "#777"}" stroke-width="${
+        id === "redlease" ? 3 : 2
+      }"/>`,
+    );
+    out.push(
+      `<text x="${x + 30}" y="${y}">${
+        esc(v.label.replace("raw node-redis (SET NX PX + EVALSHA)", "raw node-redis (10 ms poll)"))
+      }</text>`,
+    );
   });
   out.push(`</svg>`);
   return out.join("\n") + "\n";
@@ -850,7 +1016,6 @@ function niceStep(x: number): number {
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x) return m * p;
   return 10 * p;
 }
-
 
 // ---------------------------------------------------------------------------------------------------------------
 // SVG summary: every B-figure as bars, redlease beside the peers, with the floors (raw node-redis, the token ring)
@@ -910,7 +1075,9 @@ function barPanel(
   const x0 = p.x + p.labelW + 6, area = p.w - p.labelW - 6 - 62; // 62: room for the value label after the bar
   const pos = (v: number) => {
     const s = p.scale;
-    const f = s.log ? (Math.log10(Math.max(v, s.lo)) - Math.log10(s.lo)) / (Math.log10(s.hi) - Math.log10(s.lo)) : v / s.hi;
+    const f = s.log
+      ? (Math.log10(Math.max(v, s.lo)) - Math.log10(s.lo)) / (Math.log10(s.hi) - Math.log10(s.lo))
+      : v / s.hi;
     return x0 + Math.min(1, Math.max(0, f)) * area;
   };
   const top = p.y + 32; // title, then a line for the floor's label
@@ -932,7 +1099,9 @@ function barPanel(
   if (p.floor && Number.isFinite(p.floor.value) && (!p.scale.log || p.floor.value > 0)) {
     const x = pos(p.floor.value).toFixed(1);
     out.push(`<line x1="${x}" y1="${top - 4}" x2="${x}" y2="${bottom}" stroke="#222" stroke-dasharray="4,3"/>`);
-    out.push(`<text x="${x}" y="${top - 7}" text-anchor="middle" font-size="10" fill="#222">${esc(p.floor.label)}</text>`);
+    out.push(
+      `<text x="${x}" y="${top - 7}" text-anchor="middle" font-size="10" fill="#222">${esc(p.floor.label)}</text>`,
+    );
   }
   p.bars.forEach((b, i) => {
     const y = top + i * ROW;
@@ -948,9 +1117,15 @@ function barPanel(
       end = pos(b.value);
       const solidEnd = b.solid !== undefined ? pos(b.solid) : end;
       if (end > solidEnd) {
-        out.push(`<rect x="${solidEnd.toFixed(1)}" y="${y + 1}" width="${(end - solidEnd).toFixed(1)}" height="12" fill="${b.color}" fill-opacity="0.3"/>`);
+        out.push(
+          `<rect x="${solidEnd.toFixed(1)}" y="${y + 1}" width="${
+            (end - solidEnd).toFixed(1)
+          }" height="12" fill="${b.color}" fill-opacity="0.3"/>`,
+        );
       }
-      out.push(`<rect x="${x0}" y="${y + 1}" width="${Math.max(solidEnd - x0, 1).toFixed(1)}" height="12" fill="${b.color}"/>`);
+      out.push(
+        `<rect x="${x0}" y="${y + 1}" width="${Math.max(solidEnd - x0, 1).toFixed(1)}" height="12" fill="${b.color}"/>`,
+      );
     }
     out.push(
       `<text x="${(end + 4).toFixed(1)}" y="${y + 11}" font-size="11"${b.bold ? ` font-weight="bold"` : ""}>` +
@@ -1000,11 +1175,23 @@ function summaryChart(
     const b1 = uncBars((u) => u.b1p50 * 1000, 0);
     const b2 = uncBars((u) => u.b2);
     const h1 = barPanel(body, {
-      x: left, y, w: colW, labelW: 170, bars: b1, scale: linear(b1), floor: rawFloor((u) => u.b1p50 * 1000),
+      x: left,
+      y,
+      w: colW,
+      labelW: 170,
+      bars: b1,
+      scale: linear(b1),
+      floor: rawFloor((u) => u.b1p50 * 1000),
       title: "B1 sequential acquire + release: cycle p50, µs (lower is better)",
     });
     const h2 = barPanel(body, {
-      x: left + colW + gap, y, w: colW, labelW: 170, bars: b2, scale: linear(b2), floor: rawFloor((u) => u.b2),
+      x: left + colW + gap,
+      y,
+      w: colW,
+      labelW: 170,
+      bars: b2,
+      scale: linear(b2),
+      floor: rawFloor((u) => u.b2),
       title: `B2 ${run.config.b2Loops ?? 64} concurrent loops: cycles/s (higher is better)`,
     });
     y += Math.max(h1, h2) + 14;
@@ -1013,7 +1200,13 @@ function summaryChart(
   {
     const cpu = uncBars((u) => u.b2redis, 1);
     const h1 = barPanel(body, {
-      x: left, y, w: colW, labelW: 170, bars: cpu, scale: linear(cpu), floor: rawFloor((u) => u.b2redis),
+      x: left,
+      y,
+      w: colW,
+      labelW: 170,
+      bars: cpu,
+      scale: linear(cpu),
+      floor: rawFloor((u) => u.b2redis),
       title: "B2 Redis CPU per acquire + release, µs (lower is better)",
     });
     const whiches = [...new Set(run.cold.map((c) => c.which))];
@@ -1029,12 +1222,21 @@ function summaryChart(
         solid: own,
         color: COLD_COLORS[w] ?? COLORS[lib] ?? "#777",
         bold: w === "redlease" || w === "redlease HTTP (tsx)",
-        text: !split ? `${fmt(total)} incl. handshake` : total > own ? `${fmt(own)} + ${fmt(total - own)} handshake` : fmt(own),
+        text: !split
+          ? `${fmt(total)} incl. handshake`
+          : total > own
+          ? `${fmt(own)} + ${fmt(total - own)} handshake`
+          : fmt(own),
       };
     });
     const rawC = cold.find((b) => b.label.startsWith("raw node-redis"));
     const h2 = barPanel(body, {
-      x: left + colW + gap, y, w: colW, labelW: 170, bars: cold, scale: linear(cold),
+      x: left + colW + gap,
+      y,
+      w: colW,
+      labelW: 170,
+      bars: cold,
+      scale: linear(cold),
       floor: rawC ? { value: rawC.solid ?? rawC.value, label: "raw (floor)" } : undefined,
       title: "B5 round trips to the first lease, fresh client (lower is better)",
     });
@@ -1077,16 +1279,19 @@ function summaryChart(
             text: a ? fmt(a.gapP50Ms, a.gapP50Ms < 1 ? 3 : 2) : undefined,
           };
         });
-        h = Math.max(h, barPanel(body, {
-          x: i === 0 ? left : left + labelW + i * colB,
-          y,
-          w: i === 0 ? labelW + colB : colB,
-          labelW: i === 0 ? labelW - 6 : 0,
-          bars,
-          scale,
-          floor: ring ? { value: ring.gapP50Ms, label: "ring (floor)" } : undefined,
-          title: "", // the "W = …" heading is drawn over each column below
-        }));
+        h = Math.max(
+          h,
+          barPanel(body, {
+            x: i === 0 ? left : left + labelW + i * colB,
+            y,
+            w: i === 0 ? labelW + colB : colB,
+            labelW: i === 0 ? labelW - 6 : 0,
+            bars,
+            scale,
+            floor: ring ? { value: ring.gapP50Ms, label: "ring (floor)" } : undefined,
+            title: "", // the "W = …" heading is drawn over each column below
+          }),
+        );
         body.push(
           `<text x="${(i === 0 ? left + labelW : left + labelW + i * colB) + colB / 2}" y="${y + 12}" ` +
             `text-anchor="middle" font-weight="bold">W = ${w}</text>`,
@@ -1106,11 +1311,13 @@ function summaryChart(
     `<text x="${W / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">` +
       esc(`redlease beside its peers: B1, B2, B3, B5 (medians over runs, ${run.date.slice(0, 10)})`) + `</text>`,
   );
-  for (const [i, line] of [
-    `Dashed line = floor: raw node-redis (SET NX PX + compare-and-delete) in B1, B2, B5; the pub/sub token ring (not ` +
-    `a lock) in B3.`,
-    `Each bar is labelled with its value. B5: the first acquire's own round trips + the client's connection handshake (pale).`,
-  ].entries()) {
+  for (
+    const [i, line] of [
+      `Dashed line = floor: raw node-redis (SET NX PX + compare-and-delete) in B1, B2, B5; the pub/sub token ring (not ` +
+      `a lock) in B3.`,
+      `Each bar is labelled with its value. B5: the first acquire's own round trips + the client's connection handshake (pale).`,
+    ].entries()
+  ) {
     out.push(`<text x="${W / 2}" y="${44 + 16 * i}" text-anchor="middle" fill="#444">${esc(line)}</text>`);
   }
   out.push(...body);

@@ -56,10 +56,18 @@ const libs = await Promise.all(trees.map(async (tree, i) => {
     outfile,
     logLevel: "silent",
   });
-  return { name: tree, lib: await import(pathToFileURL(outfile).href) as Lib, d: driver(), us: [] as number[], bytes: 0 };
+  return {
+    name: tree,
+    lib: await import(pathToFileURL(outfile).href) as Lib,
+    d: driver(),
+    us: [] as number[],
+    bytes: 0,
+  };
 }));
 for (const l of libs) await cycles(l.lib, l.d, CYCLES); // warm-up: every path optimised before measuring
-for (let r = 0; r < REPS; r++) for (const l of (r % 2 ? [...libs].reverse() : libs)) l.us.push(await cycles(l.lib, l.d, CYCLES));
+for (let r = 0; r < REPS; r++) {
+  for (const l of (r % 2 ? [...libs].reverse() : libs)) l.us.push(await cycles(l.lib, l.d, CYCLES));
+}
 
 const session = new Session();
 session.connect();
@@ -83,8 +91,12 @@ for (const l of libs) {
 session.disconnect();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-console.log(`acquire + release against an already-resolved driver, ${CYCLES} cycles × ${REPS} reps, Node ${process.version}`);
+console.log(
+  `acquire + release against an already-resolved driver, ${CYCLES} cycles × ${REPS} reps, Node ${process.version}`,
+);
 for (const l of libs) {
-  console.log(`${l.name}: ${median(l.us).toFixed(2)} µs per cycle (reps ${l.us.map((x) => x.toFixed(2)).join(", ")}); ` +
-    `~${Math.round(l.bytes)} bytes allocated per cycle`);
+  console.log(
+    `${l.name}: ${median(l.us).toFixed(2)} µs per cycle (reps ${l.us.map((x) => x.toFixed(2)).join(", ")}); ` +
+      `~${Math.round(l.bytes)} bytes allocated per cycle`,
+  );
 }

@@ -45,12 +45,21 @@ for (const m of info.matchAll(/cmdstat_(\w+):calls=(\d+),usec=(\d+)/g)) {
   rows.push([name, Number(calls), Number(usec)]);
 }
 for (const [name, calls] of rows) {
-  if (name === "evalsha" || name === "eval" || name.startsWith("subscribe") || name === "ssubscribe" || name === "unsubscribe") clientCmds += calls;
+  if (
+    name === "evalsha" || name === "eval" || name.startsWith("subscribe") || name === "ssubscribe" ||
+    name === "unsubscribe"
+  ) clientCmds += calls;
   else lua += calls;
 }
 rows.sort((a, b) => b[1] - a[1]);
 console.log(`${kind} W=${W} n=${N} acquisitions=${done} ${(done / el * 1000).toFixed(0)}/s`);
-for (const [name, calls, usec] of rows) console.log(`  ${name.padEnd(18)} ${(calls / done).toFixed(2).padStart(7)}/acq  ${(usec / done).toFixed(2).padStart(7)} usec/acq`);
+for (const [name, calls, usec] of rows) {
+  console.log(
+    `  ${name.padEnd(18)} ${(calls / done).toFixed(2).padStart(7)}/acq  ${
+      (usec / done).toFixed(2).padStart(7)
+    } usec/acq`,
+  );
+}
 console.log(`client cmds/acq ${(clientCmds / done).toFixed(2)}; lua+other/acq ${(lua / done).toFixed(2)}`);
 const u = /used_cpu_user:([\d.]+)/.exec(cpu)!, s = /used_cpu_sys:([\d.]+)/.exec(cpu)!;
 console.log(`cpu total ${(Number(u[1]) + Number(s[1])).toFixed(2)} s`);

@@ -188,7 +188,9 @@ async function uncontended(o: Opts, server: Server, admin: Admin, lib: LibId, re
     await w.request({ op: "teardown" }, 10_000);
     const r: UncRep = { lib, rep, loadAvg, b1: B1, b2: B2 };
     console.log(
-      `  ${lib.padEnd(10)} B1 ${B1.cyclesPerSec} cycles/s (p50 ${B1.p50Ms} / p99 ${B1.p99Ms} ms, ${B1.roundTrips} RT, ` +
+      `  ${
+        lib.padEnd(10)
+      } B1 ${B1.cyclesPerSec} cycles/s (p50 ${B1.p50Ms} / p99 ${B1.p99Ms} ms, ${B1.roundTrips} RT, ` +
         `${B1.commands.clientPerOp}/${B1.commands.totalPerOp} cmds)  B2 ${B2.cyclesPerSec} cycles/s  ` +
         `[load ${loadAvg[0]}]`,
     );
@@ -230,7 +232,13 @@ async function warmInPairs(o: Opts, server: Server, pool: Worker[], v: Variant, 
   const start = wall() + 100;
   await Promise.all(ws.map((w, i) =>
     w.request(
-      { op: "contend", name: `${name}:${i >> 1}`, start: start + w.offset, end: start + ms + w.offset, port: server.port },
+      {
+        op: "contend",
+        name: `${name}:${i >> 1}`,
+        start: start + w.offset,
+        end: start + ms + w.offset,
+        port: server.port,
+      },
       ms + WAIT_MS + 30_000,
     )
   ));
@@ -373,7 +381,9 @@ async function round(
   };
   if (quiet) return res;
   console.log(
-    `  ${v.id.padEnd(15)} W=${String(W).padEnd(2)} ${String(res.acqPerSec).padStart(5)} acq/s  gap p50 ${res.gapP50Ms} ` +
+    `  ${v.id.padEnd(15)} W=${String(W).padEnd(2)} ${
+      String(res.acqPerSec).padStart(5)
+    } acq/s  gap p50 ${res.gapP50Ms} ` +
       `p99 ${res.gapP99Ms} ms  same ${(res.sameWorkerShare * 100).toFixed(0)}%  fair ${res.minPerWorker}/` +
       `${res.maxPerWorker}  fail ${failures}  cmds ${res.commands.clientPerOp}/${res.commands.totalPerOp}  ` +
       `redis ${res.redisCpuUs} µs  client ${res.clientCpuUs} µs, ${res.clientWakeups} wake-ups  [load ${loadAvg[0]}]`,
@@ -420,7 +430,9 @@ async function cold(
     commandsWithRelease: wt.commands,
   };
   console.log(
-    `  ${which.padEnd(16)} import client ${res.importClientMs} ms + library ${res.importMs} ms, connect ${res.connectMs} ms, first acquire ${res.acquireMs} ms → ` +
+    `  ${
+      which.padEnd(16)
+    } import client ${res.importClientMs} ms + library ${res.importMs} ms, connect ${res.connectMs} ms, first acquire ${res.acquireMs} ms → ` +
       `${res.toFirstLeaseMs} ms; ${res.connectsToLease} connect + ${res.roundTripsToLease} round trips ` +
       `(first acquire: ${res.roundTripsAcquire}) ` +
       `(${Object.entries(res.commandsToLease).map(([k, v]) => `${k}×${v}`).join(" ")})`,
@@ -466,7 +478,14 @@ async function sizes(redleaseEntry: string): Promise<Size[]> {
   };
   await attempt(() => one("redlease", redleaseEntry, ["redis"], "neutral", "mod.ts, external redis"), "redlease");
   await attempt(
-    () => one("redlock", require.resolve("redlock"), ["ioredis"], "node", "external ioredis; node-abort-controller bundled"),
+    () =>
+      one(
+        "redlock",
+        require.resolve("redlock"),
+        ["ioredis"],
+        "node",
+        "external ioredis; node-abort-controller bundled",
+      ),
     "redlock",
   );
   await attempt(
@@ -601,7 +620,9 @@ async function main() {
         (run.env.git.dirtyCore.length ? ` + ${run.env.git.dirtyCore.length} uncommitted core files` : "") +
         `; load average ${load3().join(" ")}`,
     );
-    console.log(`redlease under test: esbuild bundle of mod.ts (${b.bytes} bytes) → ${relative(root, b.file)} (kept)\n`);
+    console.log(
+      `redlease under test: esbuild bundle of mod.ts (${b.bytes} bytes) → ${relative(root, b.file)} (kept)\n`,
+    );
 
     const phase = (name: string) => {
       run.env.loadAvg[name] = load3();
@@ -640,7 +661,11 @@ async function main() {
           console.error(`  warm-up ${v.id}: ${String(e)}`);
         }
       }
-      console.log(`  warm-up pass (every variant in pairs, then at W=${maxW}; unmeasured) took ${((performance.now() - tw) / 1000).toFixed(1)} s`);
+      console.log(
+        `  warm-up pass (every variant in pairs, then at W=${maxW}; unmeasured) took ${
+          ((performance.now() - tw) / 1000).toFixed(1)
+        } s`,
+      );
       for (let rep = 0; rep < o.reps; rep++) {
         console.log(`  run ${rep + 1}/${o.reps}`);
         for (const W of o.ws) {
@@ -714,7 +739,9 @@ async function main() {
         }
       }
       run.sizes = (await sizes(join(root, "mod.ts"))).filter((s) => libs.includes(s.name as LibId));
-      for (const s of run.sizes) console.log(`  ${s.name.padEnd(10)} ${s.minBytes} B min, ${s.gzipBytes} B min+gz (${s.note})`);
+      for (const s of run.sizes) {
+        console.log(`  ${s.name.padEnd(10)} ${s.minBytes} B min, ${s.gzipBytes} B min+gz (${s.note})`);
+      }
     }
 
     await admin.quit();
@@ -735,7 +762,9 @@ async function main() {
   if (summarySvg) writeFileSync(`${base}-summary.svg`, summarySvg);
   console.log("\n" + markdown);
   console.log(
-    `wrote ${relative(root, base)}.md, .json${svg ? `, -b3.svg` : ""}${summarySvg ? `, -summary.svg` : ""} (run took ${run.durationS} s; ` +
+    `wrote ${relative(root, base)}.md, .json${svg ? `, -b3.svg` : ""}${
+      summarySvg ? `, -summary.svg` : ""
+    } (run took ${run.durationS} s; ` +
       `load average ${load3().join(" ")})`,
   );
 }

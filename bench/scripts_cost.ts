@@ -50,7 +50,20 @@ const FIFO_HANDOFF = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
   "local n = redis.call('LPOP', KEYS[2]) if n then redis.call('SET', KEYS[1], n, 'PX', ARGV[2]) " +
   "redis.call('PUBLISH', KEYS[1] .. ':w', n) return 3 else redis.call('DEL', KEYS[1]) end return 2";
 // The same with what redlease's guarantees need of Redis and nothing else (B3 runs it as `fairfenced`).
-for (const s of [CAD, NOOP, FLOOR_ACQUIRE, FLOOR_RELEASE, ACQUIRE.source, RELEASE.source, FIFO_QUEUE, FIFO_HANDOFF, FAIR_QUEUE, FAIR_HANDOFF]) {
+for (
+  const s of [
+    CAD,
+    NOOP,
+    FLOOR_ACQUIRE,
+    FLOOR_RELEASE,
+    ACQUIRE.source,
+    RELEASE.source,
+    FIFO_QUEUE,
+    FIFO_HANDOFF,
+    FAIR_QUEUE,
+    FAIR_HANDOFF,
+  ]
+) {
   await c.sendCommand(["SCRIPT", "LOAD", s]);
 }
 
@@ -96,7 +109,9 @@ async function measure(
     inner.reduce((s, [, v]) => s + v.calls, 0) / N,
     inner.reduce((s, [, v]) => s + v.usec, 0) / N,
   ]);
-  row.names = inner.map(([k, v]) => `${k} ${r2(v.calls / N)}` + (process.env.USEC ? ` (${r2(v.usec / N)})` : "")).join(", ") || "–";
+  row.names =
+    inner.map(([k, v]) => `${k} ${r2(v.calls / N)}` + (process.env.USEC ? ` (${r2(v.usec / N)})` : "")).join(", ") ||
+    "–";
   rows.set(label, row);
   return replies;
 }
@@ -118,73 +133,199 @@ try {
 
   for (let run = 0; run < RUNS; run++) {
     const num = (r: unknown) => Number(r);
-    await measure("raw: SET key token NX PX 10000 (free)", (i) => ["SET", `raw:${run}:${i}`, owner(i), "NX", "PX", "10000"], (r) =>
-      r === "OK", ["set"]);
+    await measure(
+      "raw: SET key token NX PX 10000 (free)",
+      (i) => ["SET", `raw:${run}:${i}`, owner(i), "NX", "PX", "10000"],
+      (r) => r === "OK",
+      ["set"],
+    );
     await measure(
       "raw: EVALSHA compare-and-delete (held)",
       (i) => ["EVALSHA", sha1(CAD), "1", `raw:${run}:${i}`, owner(i)],
       (r) => num(r) === 1,
     );
     await measure("EVALSHA `return 0`, 2 keys + 5 args (script floor)", (i) => [
-      "EVALSHA", sha1(NOOP), "2", ...K(`n${run}:`, i), owner(i), "30000", "", "", "", "",
+      "EVALSHA",
+      sha1(NOOP),
+      "2",
+      ...K(`n${run}:`, i),
+      owner(i),
+      "30000",
+      "",
+      "",
+      "",
+      "",
     ], (r) => num(r) === 0);
     await measure("floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)", (i) => [
-      "EVALSHA", sha1(FLOOR_ACQUIRE), "2", ...K(`f${run}:`, i), owner(i), "30000",
+      "EVALSHA",
+      sha1(FLOOR_ACQUIRE),
+      "2",
+      ...K(`f${run}:`, i),
+      owner(i),
+      "30000",
     ], (r) => num(r) > 0);
     await measure("floor: release keeping the fence (GET, EXISTS queue, SET PX)", (i) => [
-      "EVALSHA", sha1(FLOOR_RELEASE), "2", ...K(`f${run}:`, i), owner(i), "10000",
+      "EVALSHA",
+      sha1(FLOOR_RELEASE),
+      "2",
+      ...K(`f${run}:`, i),
+      owner(i),
+      "10000",
     ], (r) => num(r) === 2);
     await all((i) => ["EVALSHA", sha1(FLOOR_ACQUIRE), "2", ...K(`g${run}:`, i), owner(i), "30000"]);
     await measure("floor: release deleting the key (GET, EXISTS queue, DEL)", (i) => [
-      "EVALSHA", sha1(FLOOR_RELEASE), "2", ...K(`g${run}:`, i), owner(i), "del",
+      "EVALSHA",
+      sha1(FLOOR_RELEASE),
+      "2",
+      ...K(`g${run}:`, i),
+      owner(i),
+      "del",
     ], (r) => num(r) === 2);
     // ARGV as src/_protocol.ts builds them: acquire (owner, ms, attempt id, queue entry, queue ttl, publish command);
     // release (owner, fence retention ms, publish command, fence of the hold, attempt id to undo, queue entry).
     const fa = await measure("acquire.lua: free (uncontended acquire)", (i) => [
-      "EVALSHA", ACQUIRE.sha, "4", ...KR(`a${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
+      "EVALSHA",
+      ACQUIRE.sha,
+      "4",
+      ...KR(`a${run}:`, i),
+      owner(i),
+      "30000",
+      aid(i),
+      "",
+      "30000",
+      "PUBLISH",
     ], (r) => num(r) > 0);
     await measure("release.lua: last hold, no waiter (uncontended release)", (i) => [
-      "EVALSHA", RELEASE.sha, "4", ...KR(`a${run}:`, i), owner(i), "10000", "PUBLISH", String(fa[i]), "", "",
+      "EVALSHA",
+      RELEASE.sha,
+      "4",
+      ...KR(`a${run}:`, i),
+      owner(i),
+      "10000",
+      "PUBLISH",
+      String(fa[i]),
+      "",
+      "",
     ], (r) => num(r) === 2);
     // Contended: hold b<i> by owner(i), then a waiter queues, then the holder releases and hands over.
     const fb = await all((i) => [
-      "EVALSHA", ACQUIRE.sha, "4", ...KR(`b${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
+      "EVALSHA",
+      ACQUIRE.sha,
+      "4",
+      ...KR(`b${run}:`, i),
+      owner(i),
+      "30000",
+      aid(i),
+      "",
+      "30000",
+      "PUBLISH",
     ]);
     await measure("acquire.lua: held by another, queue the waiter", (i) => [
-      "EVALSHA", ACQUIRE.sha, "4", ...KR(`b${run}:`, i), waiter(i), "30000", wid(i), entry(i), "30000", "PUBLISH",
+      "EVALSHA",
+      ACQUIRE.sha,
+      "4",
+      ...KR(`b${run}:`, i),
+      waiter(i),
+      "30000",
+      wid(i),
+      entry(i),
+      "30000",
+      "PUBLISH",
     ], (r) => Array.isArray(r) && num(r[0]) < 0);
     await measure("release.lua: last hold, hand over to the queued waiter", (i) => [
-      "EVALSHA", RELEASE.sha, "4", ...KR(`b${run}:`, i), owner(i), "10000", "PUBLISH", String(fb[i]), "", "",
+      "EVALSHA",
+      RELEASE.sha,
+      "4",
+      ...KR(`b${run}:`, i),
+      owner(i),
+      "10000",
+      "PUBLISH",
+      String(fb[i]),
+      "",
+      "",
     ], (r) => num(r) === 3);
     // B3's usual case: the lease was handed over and its new holder has not claimed it (it releases first), when
     // the previous holder queues again.
     const third = (i: number) => waiter(i).replace("2222-4222-8222", "3333-4333-8333");
     const fc = await all((i) => [
-      "EVALSHA", ACQUIRE.sha, "4", ...KR(`c${run}:`, i), owner(i), "30000", aid(i), "", "30000", "PUBLISH",
+      "EVALSHA",
+      ACQUIRE.sha,
+      "4",
+      ...KR(`c${run}:`, i),
+      owner(i),
+      "30000",
+      aid(i),
+      "",
+      "30000",
+      "PUBLISH",
     ]);
     await all((i) => [
-      "EVALSHA", ACQUIRE.sha, "4", ...KR(`c${run}:`, i), waiter(i), "30000", wid(i),
-      `${cid}|${wid(i)}|30000|30000|x|${waiter(i)}`, "30000", "PUBLISH",
+      "EVALSHA",
+      ACQUIRE.sha,
+      "4",
+      ...KR(`c${run}:`, i),
+      waiter(i),
+      "30000",
+      wid(i),
+      `${cid}|${wid(i)}|30000|30000|x|${waiter(i)}`,
+      "30000",
+      "PUBLISH",
     ]);
-    await all((i) => ["EVALSHA", RELEASE.sha, "4", ...KR(`c${run}:`, i), owner(i), "10000", "PUBLISH", String(fc[i]), "", ""]);
+    await all((
+      i,
+    ) => ["EVALSHA", RELEASE.sha, "4", ...KR(`c${run}:`, i), owner(i), "10000", "PUBLISH", String(fc[i]), "", ""]);
     await measure("acquire.lua: handed over, not yet claimed, queue another waiter", (i) => [
-      "EVALSHA", ACQUIRE.sha, "4", ...KR(`c${run}:`, i), third(i), "30000", `t${wid(i)}`,
-      `${cid}|t${wid(i)}|30000|1000|x|${third(i)}`, "30000", "PUBLISH",
+      "EVALSHA",
+      ACQUIRE.sha,
+      "4",
+      ...KR(`c${run}:`, i),
+      third(i),
+      "30000",
+      `t${wid(i)}`,
+      `${cid}|t${wid(i)}|30000|1000|x|${third(i)}`,
+      "30000",
+      "PUBLISH",
     ], (r) => Array.isArray(r) && num(r[0]) < 0);
     // The fair floors, the same way: hold, queue a waiter, hand over.
     await all((i) => ["SET", K(`l${run}:`, i)[0], owner(i), "PX", "30000"]);
     await measure("floor, fair: queue the waiter (SET NX PX, RPUSH)", (i) => [
-      "EVALSHA", sha1(FIFO_QUEUE), "2", ...K(`l${run}:`, i), waiter(i), "30000",
+      "EVALSHA",
+      sha1(FIFO_QUEUE),
+      "2",
+      ...K(`l${run}:`, i),
+      waiter(i),
+      "30000",
     ], (r) => num(r) === 0);
     await measure("floor, fair: hand over (GET, LPOP, SET PX, PUBLISH)", (i) => [
-      "EVALSHA", sha1(FIFO_HANDOFF), "2", ...K(`l${run}:`, i), owner(i), "30000",
+      "EVALSHA",
+      sha1(FIFO_HANDOFF),
+      "2",
+      ...K(`l${run}:`, i),
+      owner(i),
+      "30000",
     ], (r) => num(r) === 3);
     await all((i) => ["SET", K(`s${run}:`, i)[0], `1:${owner(i)}`, "PX", "30000"]);
-    await measure("floor, fair + fenced + expiring queue: queue the waiter (TIME, SET NX PX GET, PTTL, ZADD NX, PEXPIRE)", (i) => [
-      "EVALSHA", sha1(FAIR_QUEUE), "2", ...K(`s${run}:`, i), waiter(i), "30000", entry(i), "30000",
-    ], (r) => Array.isArray(r) && num(r[0]) < 0);
+    await measure(
+      "floor, fair + fenced + expiring queue: queue the waiter (TIME, SET NX PX GET, PTTL, ZADD NX, PEXPIRE)",
+      (i) => [
+        "EVALSHA",
+        sha1(FAIR_QUEUE),
+        "2",
+        ...K(`s${run}:`, i),
+        waiter(i),
+        "30000",
+        entry(i),
+        "30000",
+      ],
+      (r) => Array.isArray(r) && num(r[0]) < 0,
+    );
     await measure("floor, fair + fenced + expiring queue: hand over (GET, ZPOPMIN, TIME, PUBLISH, SET PX)", (i) => [
-      "EVALSHA", sha1(FAIR_HANDOFF), "2", ...K(`s${run}:`, i), owner(i), "30000",
+      "EVALSHA",
+      sha1(FAIR_HANDOFF),
+      "2",
+      ...K(`s${run}:`, i),
+      owner(i),
+      "30000",
     ], (r) => num(r) === 3);
     await measure(
       "PUBLISH to a live subscriber (notification floor)",
@@ -194,9 +335,15 @@ try {
     );
   }
 
-  console.log(`\nbench/scripts_cost.ts: medians of ${RUNS} runs of N = ${N} calls per row, 64 in flight, Redis ${server.version}; acquire.lua ${ACQUIRE.sha.slice(0, 8)}, ` +
-    `release.lua ${RELEASE.sha.slice(0, 8)}; load average ${loadavg().map(r2).join(" ")}\n`);
-  console.log("| path | usec/call (commandstats) | Redis CPU µs/call | commands called from Lua | their usec | those commands |");
+  console.log(
+    `\nbench/scripts_cost.ts: medians of ${RUNS} runs of N = ${N} calls per row, 64 in flight, Redis ${server.version}; acquire.lua ${
+      ACQUIRE.sha.slice(0, 8)
+    }, ` +
+      `release.lua ${RELEASE.sha.slice(0, 8)}; load average ${loadavg().map(r2).join(" ")}\n`,
+  );
+  console.log(
+    "| path | usec/call (commandstats) | Redis CPU µs/call | commands called from Lua | their usec | those commands |",
+  );
   console.log("|---|---|---|---|---|---|");
   for (const [label, r] of rows) {
     const m = (k: number) => String(r2(median(r.runs.map((x) => x[k]))));
@@ -206,21 +353,44 @@ try {
   const cpu = (label: string) => rows.get(label)!.runs.map((x) => x[1]);
   const pair = (a: string, b: string) => median(cpu(a).map((x, i) => x + cpu(b)[i]));
   const raw = pair("raw: SET key token NX PX 10000 (free)", "raw: EVALSHA compare-and-delete (held)");
-  const floor = pair("floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)", "floor: release keeping the fence (GET, EXISTS queue, SET PX)");
-  const floorDel = pair("floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)", "floor: release deleting the key (GET, EXISTS queue, DEL)");
-  const ours = pair("acquire.lua: free (uncontended acquire)", "release.lua: last hold, no waiter (uncontended release)");
-  const fifo = pair("floor, fair: queue the waiter (SET NX PX, RPUSH)", "floor, fair: hand over (GET, LPOP, SET PX, PUBLISH)");
+  const floor = pair(
+    "floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)",
+    "floor: release keeping the fence (GET, EXISTS queue, SET PX)",
+  );
+  const floorDel = pair(
+    "floor: fenced acquire (TIME, SET NX PX GET, EXISTS queue)",
+    "floor: release deleting the key (GET, EXISTS queue, DEL)",
+  );
+  const ours = pair(
+    "acquire.lua: free (uncontended acquire)",
+    "release.lua: last hold, no waiter (uncontended release)",
+  );
+  const fifo = pair(
+    "floor, fair: queue the waiter (SET NX PX, RPUSH)",
+    "floor, fair: hand over (GET, LPOP, SET PX, PUBLISH)",
+  );
   const fair = pair(
     "floor, fair + fenced + expiring queue: queue the waiter (TIME, SET NX PX GET, PTTL, ZADD NX, PEXPIRE)",
     "floor, fair + fenced + expiring queue: hand over (GET, ZPOPMIN, TIME, PUBLISH, SET PX)",
   );
-  const handoff = pair("acquire.lua: held by another, queue the waiter", "release.lua: last hold, hand over to the queued waiter");
-  console.log(`\nContended handoff (a waiter queues, the holder hands over), Redis CPU µs: fair floor ${r2(fifo)}; ` +
-    `with the fence and an expiring queue ${r2(fair)} (${r2(fair / fifo)}× the fair floor); redlease ${r2(handoff)} ` +
-    `(${r2(handoff / fifo)}× the fair floor, ${r2(handoff / fair)}× the fenced one)`);
-  console.log(`\nUncontended cycle, Redis CPU µs (median over runs of acquire + release): raw ${r2(raw)}; ` +
-    `fenced floor ${r2(floor)} (${r2(floor / raw)}× raw; ${r2(floorDel)} = ${r2(floorDel / raw)}× deleting the key); ` +
-    `redlease ${r2(ours)} (${r2(ours / raw)}× raw, ${r2(ours / floor)}× the floor)`);
+  const handoff = pair(
+    "acquire.lua: held by another, queue the waiter",
+    "release.lua: last hold, hand over to the queued waiter",
+  );
+  console.log(
+    `\nContended handoff (a waiter queues, the holder hands over), Redis CPU µs: fair floor ${r2(fifo)}; ` +
+      `with the fence and an expiring queue ${r2(fair)} (${r2(fair / fifo)}× the fair floor); redlease ${
+        r2(handoff)
+      } ` +
+      `(${r2(handoff / fifo)}× the fair floor, ${r2(handoff / fair)}× the fenced one)`,
+  );
+  console.log(
+    `\nUncontended cycle, Redis CPU µs (median over runs of acquire + release): raw ${r2(raw)}; ` +
+      `fenced floor ${r2(floor)} (${r2(floor / raw)}× raw; ${r2(floorDel)} = ${
+        r2(floorDel / raw)
+      }× deleting the key); ` +
+      `redlease ${r2(ours)} (${r2(ours / raw)}× raw, ${r2(ours / floor)}× the floor)`,
+  );
 } finally {
   await Promise.all([c.quit(), admin.quit(), sub.quit()].map((p) => p.catch(() => {})));
   await server.stop();

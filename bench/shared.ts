@@ -90,7 +90,9 @@ try {
     for (const mode of ["shared", "exclusive"] as const) {
       const r = await round(mode, readers);
       rows.push(r);
-      console.error(`  ${mode} R=${readers}: ${r.readsPerSec} reads/s, ${r.writesPerSec} writes/s, writer wait p50 ${r.writerWaitP50} ms`);
+      console.error(
+        `  ${mode} R=${readers}: ${r.readsPerSec} reads/s, ${r.writesPerSec} writes/s, writer wait p50 ${r.writerWaitP50} ms`,
+      );
     }
   }
 } finally {
@@ -100,7 +102,9 @@ try {
 const md = [
   `# Shared leases: reads and a writer (${new Date().toISOString()})`,
   "",
-  `Command: \`node --import tsx bench/shared.ts --window ${WINDOW_MS} --readers ${READERS.join(",")}\`. R reader loops ` +
+  `Command: \`node --import tsx bench/shared.ts --window ${WINDOW_MS} --readers ${
+    READERS.join(",")
+  }\`. R reader loops ` +
   `(a ${WORK_MS} ms read under the lease) and one writer loop (a ${WORK_MS} ms write, then a ${WRITER_PAUSE_MS} ms ` +
   `pause), one client each, ${WINDOW_MS} ms per row, one throwaway redis-server, Node ${process.version}. ` +
   `"shared": readers take \`{ shared: true }\`; "exclusive": readers take the lease exclusively (a plain lock).`,

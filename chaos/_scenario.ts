@@ -10,7 +10,14 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type Analysis, analyze, type LeakReport } from "./_analyze.ts";
-import { type LeaseMode, resourceKeys, wall, type WorkerConfig, type WorkerFault, type WorkerResult } from "./_protocol.ts";
+import {
+  type LeaseMode,
+  resourceKeys,
+  wall,
+  type WorkerConfig,
+  type WorkerFault,
+  type WorkerResult,
+} from "./_protocol.ts";
 import { type FaultProxy, startProxy } from "./_proxy.ts";
 import { type ChaosRedis, type Client, startChaosRedis } from "./_servers.ts";
 
@@ -364,8 +371,7 @@ export async function leftovers(admin: Client, proxies: FaultProxy[]): Promise<L
         // Shared holds and permits (lua/_holders.lua): owner -> expiry µs; live ones are holds left behind.
         const live = Number(await admin.sendCommand(["ZCOUNT", key, `(${nowUs}`, "+inf"]));
         if (live > 0) holds.push(`${key} ${live} shared holds or permits`);
-      }
-      else if ((await admin.type(key)) === "string") {
+      } else if ((await admin.type(key)) === "string") {
         // The grant record (lua/_record.lua): "<fence>:<attempt>:<holds>:<claim by>:<owner>" while held.
         const held = /^\d+:[^:]*:(\d+):\d*:(.*)$/s.exec(String(await admin.get(key)));
         if (held) holds.push(`${key} held by ${held[2]}×${held[1]}`);

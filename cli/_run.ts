@@ -3,7 +3,16 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { constants, hostname } from "node:os";
 import process from "node:process";
-import { acquire, campaign, type Lease, LeaseKindError, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
+import {
+  acquire,
+  campaign,
+  type Lease,
+  LeaseKindError,
+  LeaseLostError,
+  LockTimeoutError,
+  release,
+  resume,
+} from "../mod.ts";
 import { flag, formatMs, GLOBAL_OPTIONS, type OptionSpec, parseArgs, parseDuration, value } from "./_args.ts";
 import {
   checkName,
@@ -227,7 +236,10 @@ async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<
   if (p.command.length === 0) throw usage(cmd, `missing the command to run: redlease ${cmd} NAME -- CMD [ARGS…]`);
   const fixed = flag(p, "fixed");
   const leaseMs = parseDuration(cmd, "lease", value(p, "lease") ?? "30s", { min: fixed ? 1 : 30 });
-  const waitMs = parseDuration(cmd, "wait", value(p, "wait") ?? (cmd === "run" ? "10s" : "inf"), { min: 0, infinite: true });
+  const waitMs = parseDuration(cmd, "wait", value(p, "wait") ?? (cmd === "run" ? "10s" : "inf"), {
+    min: 0,
+    infinite: true,
+  });
   const graceMs = parseDuration(cmd, "grace", value(p, "grace") ?? "10s", { min: 0 });
   const prefix = checkPrefix(cmd, value(p, "prefix"));
   const url = resolveUrl(cmd, value(p, "url"));
@@ -301,7 +313,10 @@ async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<
       await status?.stop();
       if (e instanceof Interrupted) return 128 + signalNumber(e.signal);
       if (e instanceof LeaseLostError) {
-        throw new CliError(`lost lease '${name}': the enclosing run no longer holds it (${lossText(e, leaseMs)})`, EXIT.LOST);
+        throw new CliError(
+          `lost lease '${name}': the enclosing run no longer holds it (${lossText(e, leaseMs)})`,
+          EXIT.LOST,
+        );
       }
       if (e instanceof LeaseKindError) throw new CliError(e.message, EXIT.BUSY);
       if (e instanceof LockTimeoutError) {

@@ -57,8 +57,9 @@ export function statusText(
   if (info === undefined) parts.push("Redis is slow to answer");
   else {
     // The place before the holders, whose labels are long: what is cut to the terminal's width is the end.
-    if (place !== undefined && info.waiters > 0) parts.push(`${ordinal(Math.min(place, info.waiters))} of ${info.waiters} in queue`);
-    else if (info.waiters > 0) parts.push(`${info.waiters} in queue`);
+    if (place !== undefined && info.waiters > 0) {
+      parts.push(`${ordinal(Math.min(place, info.waiters))} of ${info.waiters} in queue`);
+    } else if (info.waiters > 0) parts.push(`${info.waiters} in queue`);
     parts.push(holdersText(info));
   }
   return parts.join(" · ");
@@ -72,7 +73,12 @@ export function fit(text: string, columns: number | undefined): string {
 }
 
 /** Where the waiter whose owner ends with ` <label>` is in the queue of `name` (1 = next), or undefined. */
-async function placeInQueue(client: RedisClient, prefix: string, name: string, label: string): Promise<number | undefined> {
+async function placeInQueue(
+  client: RedisClient,
+  prefix: string,
+  name: string,
+  label: string,
+): Promise<number | undefined> {
   // Queue entries are `client|attempt|ms|claim ms|kind|owner`, in arrival order (the owner is last, as in every record).
   const entries = await client.sendCommand(["ZRANGE", keysOf(prefix, name).queue, "0", "999"]) as string[];
   const i = entries.findIndex((e) => e.endsWith(` ${label}`));

@@ -38,7 +38,7 @@ import {
 } from "./demo/_flash_sale.ts";
 import { type MarketConfig, type MarketResult, runMarket, VARIANTS } from "./demo/_market.ts";
 import { runScheduler, type SchedulerConfig, type SchedulerResult, WORK_MS } from "./demo/_scheduler.ts";
-import { runUpstream, type UpstreamConfig, type UpstreamResult, UPSTREAM_VARIANTS } from "./demo/_upstream.ts";
+import { runUpstream, UPSTREAM_VARIANTS, type UpstreamConfig, type UpstreamResult } from "./demo/_upstream.ts";
 import { int, markdown, ms, Progress } from "./demo/_report.ts";
 import { DemoError, type DemoRedis, demoRedis } from "./demo/_server.ts";
 
@@ -522,7 +522,14 @@ async function main(): Promise<number> {
       out += `\n## A leader-elected scheduler: ${s.processes} processes, one job per ${s.slotMs} ms slot, ` +
         `${s.leaseMs} ms leadership lease, ${s.seconds} s\n\n`;
       out += markdown(
-        ["terms", "jobs run", "slots missed", "late commits refused", "stale commits accepted", "handover after SIGKILL"],
+        [
+          "terms",
+          "jobs run",
+          "slots missed",
+          "late commits refused",
+          "stale commits accepted",
+          "handover after SIGKILL",
+        ],
         [[
           String(scheduler.terms),
           int(scheduler.jobs),
@@ -533,7 +540,8 @@ async function main(): Promise<number> {
         ]],
         [true, true, true, true, true, true],
       );
-      out += `\nEvery process campaigns (campaign()); the leader runs each slot's job (${WORK_MS} ms of work) and commits ` +
+      out +=
+        `\nEvery process campaigns (campaign()); the leader runs each slot's job (${WORK_MS} ms of work) and commits ` +
         `it fenced by its term: a commit whose term is below the highest seen is refused. A third of the way in, ` +
         `the leader is SIGSTOPped in a job's work for ${3 * s.leaseMs} ms (three leases): another is elected, and ` +
         `the paused one's commit when it resumes is refused (late commits refused). Two thirds in, the leader is ` +

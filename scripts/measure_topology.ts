@@ -11,7 +11,8 @@ import { redlock } from "../src/redlock.ts";
 import { sleep, startMasters, startSentinel } from "../tests/_topology.ts";
 
 const iterations = Number(process.argv[process.argv.indexOf("--iterations") + 1]) || 1000;
-const pct = (xs: number[], p: number) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+const pct = (xs: number[], p: number) =>
+  xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 const load = () => loadavg().map((x) => x.toFixed(2)).join(" ");
 
 const masters = await startMasters(5);
@@ -57,7 +58,9 @@ try {
   }
   console.log(
     `Sentinel failover (down-after 1000 ms): primary killed -> replica promoted ${promoted.toFixed(0)} ms; ` +
-      `-> the holder's first renewal on the new primary ${renewed.toFixed(0)} ms; lease aborted: ${lease.signal.aborted}`,
+      `-> the holder's first renewal on the new primary ${
+        renewed.toFixed(0)
+      } ms; lease aborted: ${lease.signal.aborted}`,
   );
   await release(lease);
 } finally {

@@ -20,7 +20,11 @@ const jsrEntries: string[] = Object.values(JSON.parse(readFileSync(join(root, "d
 
 function sh(cmd: string, args: string[]): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1" } });
+    const child = spawn(cmd, args, {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, NO_COLOR: "1" },
+    });
     let out = "";
     const onData = (d: Buffer) => {
       out += d;
@@ -80,6 +84,7 @@ const checks: Array<[string, string, string[]]> = [
   // run against a throwaway redis-server and required to exit by themselves.
   ["README code blocks", process.execPath, ["--import", "tsx", "scripts/check_readme.ts"]],
   ["lint", bin("deno"), ["lint"]],
+  ["format (deno fmt --check; run deno fmt to fix)", bin("deno"), ["fmt", "--check"]],
   ["exports match", process.execPath, ["--import", "tsx", "scripts/check_exports.ts"]],
   ["size budget (scripts/size.ts: the core entry, gzipped)", process.execPath, ["--import", "tsx", "scripts/size.ts"]],
   // What JSR would take: the files of deno.json "publish", type-checked, with no slow types. --allow-dirty: the

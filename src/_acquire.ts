@@ -14,22 +14,22 @@ import {
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
-  type Acquired,
   acquireCall,
+  type Acquired,
   attemptId,
   channelOf,
   extendCall,
   keysOf,
   type LeaseKeys,
   newOwner,
-  type ReleaseArgs,
+  ownerFor,
   QUEUE_TTL_MS,
   type QueueEntry,
-  ownerFor,
+  type ReleaseArgs,
   releaseCall,
 } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
-import { checkNames, fail, type Resolved, resolveAcquire } from "./_validate.ts";
+import { checkNames, fail, resolveAcquire, type Resolved } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
 import { LeaseKindError, LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
@@ -75,7 +75,9 @@ export function checkLease(op: string, lease: unknown): asserts lease is LeaseIm
 /** acquire() of several names (on one client only: a Redlock group is refused before any command). */
 export function resolveNames(op: string, client: RedisLike | Redlock, names: readonly unknown[], options: unknown) {
   checkNames(op, names);
-  if (isRedlock(client)) fail(op, "name", "must be one name with Redlock (several names are not supported there)", names);
+  if (isRedlock(client)) {
+    fail(op, "name", "must be one name with Redlock (several names are not supported there)", names);
+  }
   return resolveAcquire(op, names[0], options as AcquireOptions | undefined, ownerOf);
 }
 
@@ -86,7 +88,12 @@ export function acquireAny(client: RedisLike | Redlock, o: Resolved): Promise<Le
   if (o.kind !== "x" && o.kind !== "s") {
     // Quorums of permits do not bound the holders: with 3 masters and 2 permits, holders on masters {1, 2}, {2, 3}
     // and {1, 3} each have a majority while no master has more than 2.
-    fail("acquire lease", "permits", "cannot be combined with Redlock: a majority per permit does not bound the holders", Number(o.kind.slice(1)));
+    fail(
+      "acquire lease",
+      "permits",
+      "cannot be combined with Redlock: a majority per permit does not bound the holders",
+      Number(o.kind.slice(1)),
+    );
   }
   return client[REDLOCK](o);
 }
@@ -142,7 +149,11 @@ class Attempt {
 
   /** A grant from reply `r` to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
   fromReply(r: { fence: number; fenceText?: string }, t0: number): LeaseImpl | undefined {
-    const lease = grant(this.st, this.granted(r.fence, t0 + this.o.ms - drift(this.o.ms), undefined, r.fenceText), this.o);
+    const lease = grant(
+      this.st,
+      this.granted(r.fence, t0 + this.o.ms - drift(this.o.ms), undefined, r.fenceText),
+      this.o,
+    );
     if (lease) return lease;
     this.late = new Error(`the lease was granted, but its reply came after the lease ran out (${this.o.ms} ms)`);
     this.#lateUndo = this.undo();
@@ -155,13 +166,25 @@ class Attempt {
    * undone. (On one connection they stay in order, and a queue entry names its attempt: waiters keep theirs.)
    */
   async restart(): Promise<void> {
-    await Promise.race([this.#lateUndo, nap(Math.max(0, Math.min(this.deadline - performance.now(), 1_000)), undefined)]);
+    await Promise.race([
+      this.#lateUndo,
+      nap(Math.max(0, Math.min(this.deadline - performance.now(), 1_000)), undefined),
+    ]);
     this.id = attemptId();
     if (this.o.owner === undefined) this.owner = newOwner(this.o);
   }
 
   granted(fence: number, deadline: number, claimAt?: number, fenceText?: string): Granted {
-    return { kind: this.o.kind, keys: this.keys, name: this.o.name, owner: this.owner, fence, fenceText, deadline, claimAt };
+    return {
+      kind: this.o.kind,
+      keys: this.keys,
+      name: this.o.name,
+      owner: this.owner,
+      fence,
+      fenceText,
+      deadline,
+      claimAt,
+    };
   }
 
   /**
@@ -175,7 +198,6 @@ class Attempt {
     const args = { kind: this.o.kind, owner: this.owner, attempt: this.id, entry };
     return giveBack(this.st, this.keys, args, this.o.ms, this.o.name);
   }
-
 
   /** The error to reject with: the signal's reason, a LockTimeoutError for a bound that passed, else as is. */
   failure(e: unknown): unknown {
@@ -215,10 +237,15 @@ export function giveBack(
         if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
           unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
         } else {
-          log(st.logger, "warn", `redlease: lease '${name}' was not surely given back (${String(e)}); at worst it lapses by its TTL`, {
-            name,
-            error: e,
-          });
+          log(
+            st.logger,
+            "warn",
+            `redlease: lease '${name}' was not surely given back (${String(e)}); at worst it lapses by its TTL`,
+            {
+              name,
+              error: e,
+            },
+          );
         }
       });
     if (delayMs > 0) unrefTimeout(() => send(delayMs), delayMs);
@@ -271,7 +298,10 @@ async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): 
     // A handoff was written by the releaser's connection: write once more on ours so WAIT covers the grant.
     const t0 = performance.now();
     if (!wrote) {
-      if (await extendCall(a.st, a.keys, { kind: a.o.kind, owner: a.owner, ms: a.o.ms, fence: hold.fence }, a.bound) !== true) {
+      if (
+        await extendCall(a.st, a.keys, { kind: a.o.kind, owner: a.owner, ms: a.o.ms, fence: hold.fence }, a.bound) !==
+          true
+      ) {
         throw new LeaseLostError(a.o.name, "not-held");
       }
       hold.renewed(t0, a.o.ms);
@@ -295,7 +325,14 @@ async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): 
  */
 async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
   const { st, o } = a;
-  const entry: QueueEntry = { clientId: st.id, attempt: a.id, ms: o.ms, claimMs: o.claimMs, kind: o.kind, owner: a.owner };
+  const entry: QueueEntry = {
+    clientId: st.id,
+    attempt: a.id,
+    ms: o.ms,
+    claimMs: o.claimMs,
+    kind: o.kind,
+    owner: a.owner,
+  };
   const waiter = new Waiter(entry);
   const channel = channelOf(a.keys, st.id);
   const listening = st.listen(channel, a.id, (m) => waiter.onMessage(m));

@@ -30,7 +30,9 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
   const owner = ownerOfNames(st, keys, o);
   /** Wait briefly for give-backs (a healthy Redis has them done when acquire rejects), within the caller's bounds. */
   const settle = (p: Promise<unknown>, aborted = ABORT_CLEANUP_MS) => {
-    const left = o.signal?.aborted ? aborted : Math.min(until + ACQUIRE_GRACE_MS - performance.now(), ABORT_CLEANUP_MS * 4);
+    const left = o.signal?.aborted
+      ? aborted
+      : Math.min(until + ACQUIRE_GRACE_MS - performance.now(), ABORT_CLEANUP_MS * 4);
     return Promise.race([p, nap(Math.max(0, left), undefined)]);
   };
   if (o.kind === "x" && names.length > 1 && st.publish === "PUBLISH" && o.replicas === 0) {
@@ -46,11 +48,15 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
       // Unknown outcome: give back whatever this attempt took, name by name.
       await settle(undo());
       if (o.signal?.aborted) throw o.signal.reason;
-      throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e }) : e;
+      throw e instanceof RedisTimeoutError
+        ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e })
+        : e;
     }
     if (Array.isArray(r)) {
       const deadline = t0 + o.ms - drift(o.ms);
-      const parts = r.map((fence, i) => grant(st, { kind: "x", keys: keys[i], name: names[i], owner, fence, deadline }, o));
+      const parts = r.map((fence, i) =>
+        grant(st, { kind: "x", keys: keys[i], name: names[i], owner, fence, deadline }, o)
+      );
       if (parts.every((p) => p !== undefined)) return new LeaseGroup(parts as LeaseImpl[]);
       // The reply came after the lease ran out: undo this attempt (the holds it took, re-entries included) before
       // taking the names one by one, which would otherwise re-enter them.

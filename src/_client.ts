@@ -214,7 +214,13 @@ export class ClientState implements Target {
    * Run a script (see #send), bounded by `bound`, and `decode` its reply in the same step (the hot paths). The first call of a client is followed, never
    * preceded, by the eviction check: the first lease waits for no round trip but its own.
    */
-  run<R = unknown>(script: Script, keys: string[], args: string[], bound?: Bound, decode?: (reply: unknown) => R): Promise<R> {
+  run<R = unknown>(
+    script: Script,
+    keys: string[],
+    args: string[],
+    bound?: Bound,
+    decode?: (reply: unknown) => R,
+  ): Promise<R> {
     // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
     const abort = bound && this.driver.abortable ? new AbortController() : undefined;
     const call: ScriptCall = { script, keys, args, signal: abort?.signal, bound, tries: 0, waits: 0, own: false };
@@ -297,7 +303,12 @@ export class ClientState implements Target {
       // lease evicted then is lost early.
       const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
       if (policy && policy !== "noeviction") {
-        log(this.logger, "warn", `redlease: maxmemory-policy ${policy} lets Redis evict a lease early; use noeviction`, { policy });
+        log(
+          this.logger,
+          "warn",
+          `redlease: maxmemory-policy ${policy} lets Redis evict a lease early; use noeviction`,
+          { policy },
+        );
       }
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
   }
@@ -337,7 +348,11 @@ export class ClientState implements Target {
    * waiter listens once the subscription is up, so that it is listening before it queues: returns the function that
    * removes this waiter, at once when the channel is subscribed already (a contended loop), else once it is.
    */
-  listen(channel: string, wid: string, onMessage: (message: WaiterMessage) => void): (() => void) | Promise<() => void> {
+  listen(
+    channel: string,
+    wid: string,
+    onMessage: (message: WaiterMessage) => void,
+  ): (() => void) | Promise<() => void> {
     let ch = this.#channels.get(channel);
     if (!ch) {
       const waiters = new Map<string, (message: WaiterMessage) => void>();
@@ -345,7 +360,13 @@ export class ClientState implements Target {
         const m = parseMessage(text);
         if (m) waiters.get(m.attempt)?.(m);
       };
-      const c: Channel = ch = { waiters, listener, ready: this.driver.subscribe!(channel, listener), refs: 0, up: false };
+      const c: Channel = ch = {
+        waiters,
+        listener,
+        ready: this.driver.subscribe!(channel, listener),
+        refs: 0,
+        up: false,
+      };
       c.ready.then(() => void (c.up = true), () => {});
       this.#channels.set(channel, ch);
     }

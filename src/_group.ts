@@ -58,7 +58,9 @@ export class LeaseGroup implements Lease {
     return Math.max(0, this.expiresAt - performance.now());
   }
   get token(): string {
-    throw new TypeError(`Cannot make a token for lease '${this.name}': a lease over several names cannot be resumed elsewhere`);
+    throw new TypeError(
+      `Cannot make a token for lease '${this.name}': a lease over several names cannot be resumed elsewhere`,
+    );
   }
 
   /** End the group: abort its signal with `reason` (first call wins). */

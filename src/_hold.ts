@@ -5,7 +5,7 @@ import type { Logger } from "./configure.ts";
 import { log } from "./_log.ts";
 import type { Bound } from "./_client.ts";
 import { holdId, type Kind, type LeaseKeys, tokenOf } from "./_protocol.ts";
-import { LeaseLostError, type LeaseLossReason } from "./errors.ts";
+import { type LeaseLossReason, LeaseLostError } from "./errors.ts";
 import type { Lease, LeaseKind } from "./lease.ts";
 import { cancel, type Due, schedule } from "./_timers.ts";
 
@@ -205,10 +205,15 @@ export class Hold {
       if (left <= 0) return this.lose(this.#watchdog ? "unreachable" : "expired", e);
       if (this.#timer !== undefined) this.clock.clear(this.#timer);
       this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
-      log(this.target.logger, "debug", `redlease: renewing lease '${this.name}' failed; retrying for ${Math.round(left)} ms`, {
-        name: this.name,
-        error: e,
-      });
+      log(
+        this.target.logger,
+        "debug",
+        `redlease: renewing lease '${this.name}' failed; retrying for ${Math.round(left)} ms`,
+        {
+          name: this.name,
+          error: e,
+        },
+      );
       return;
     }
     this.#renewing = false;
@@ -231,7 +236,11 @@ export class Hold {
     this.ended();
     const reason = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
     for (const h of this.handles.slice()) h.end(reason); // a copy: a handle's abort listener may release it
-    log(this.target.logger, "debug", `redlease: lease '${this.name}' lost (${why})`, { name: this.name, why, error: cause });
+    log(this.target.logger, "debug", `redlease: lease '${this.name}' lost (${why})`, {
+      name: this.name,
+      why,
+      error: cause,
+    });
   }
 
   stop(): void {
@@ -291,7 +300,14 @@ export class LeaseImpl implements Lease {
     if (!h.target.resumable) {
       throw new TypeError(`Cannot make a token for lease '${this.name}': a Redlock lease cannot be resumed elsewhere`);
     }
-    return tokenOf({ name: h.name, keys: h.keys, owner: h.owner, fence: h.fence, fenceText: h.fenceText, kind: h.kind });
+    return tokenOf({
+      name: h.name,
+      keys: h.keys,
+      owner: h.owner,
+      fence: h.fence,
+      fenceText: h.fenceText,
+      kind: h.kind,
+    });
   }
   get remainingMs(): number {
     return Math.max(0, this.hold.deadline - performance.now());

@@ -21,9 +21,11 @@ interface Cluster {
   sSubscribe(channel: string, listener: Listener): Promise<unknown>;
   sUnsubscribe(channel: string, listener: Listener): Promise<unknown>;
   masters: Array<unknown>;
-  nodeClient(node: unknown): { sendCommand(args: string[]): Promise<unknown> } | Promise<{
-    sendCommand(args: string[]): Promise<unknown>;
-  }>;
+  nodeClient(node: unknown):
+    | { sendCommand(args: string[]): Promise<unknown> }
+    | Promise<{
+      sendCommand(args: string[]): Promise<unknown>;
+    }>;
 }
 
 interface Sentinel {

@@ -360,7 +360,12 @@ export async function inspectCall(st: ClientState, keys: LeaseKeys, bound?: Boun
   const r = await st.run(INSPECT, k, [], bound) as Array<string | number>;
   const holders: SnapshotHolder[] = [];
   for (let i = 4; i + 3 < r.length; i += 4) {
-    holders.push({ owner: String(r[i]), holds: Number(r[i + 1]), kind: String(r[i + 2]) as Kind, pttl: Number(r[i + 3]) });
+    holders.push({
+      owner: String(r[i]),
+      holds: Number(r[i + 1]),
+      kind: String(r[i + 2]) as Kind,
+      pttl: Number(r[i + 3]),
+    });
   }
   return { fence: Number(r[0]), pttl: Number(r[1]), waiters: Number(r[2]), mode: String(r[3]) as Kind, holders };
 }
@@ -424,6 +429,12 @@ export type WaiterMessage =
 
 export function parseMessage(message: string): WaiterMessage | undefined {
   const [attempt, fence, queuedAt, grantedAt] = message.split(":");
-  const m = { kind: "grant" as const, attempt, fence: Number(fence), queuedAt: Number(queuedAt), grantedAt: Number(grantedAt) };
+  const m = {
+    kind: "grant" as const,
+    attempt,
+    fence: Number(fence),
+    queuedAt: Number(queuedAt),
+    grantedAt: Number(grantedAt),
+  };
   return Number.isFinite(m.fence) && Number.isFinite(m.queuedAt) && Number.isFinite(m.grantedAt) ? m : undefined;
 }

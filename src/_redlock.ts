@@ -64,7 +64,9 @@ export class RedlockGroup implements Target {
     return Promise.all(this.nodes.map((st, i) =>
       new Promise<unknown>((resolve) => {
         const ms = this.nodeTimeoutMs;
-        const timer = perNode ? unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${ms} ms`)), ms) : undefined;
+        const timer = perNode
+          ? unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${ms} ms`)), ms)
+          : undefined;
         fn(st, i).then(resolve, resolve).finally(() => timer !== undefined && clearTimeout(timer));
       })
     ));
@@ -78,7 +80,14 @@ export class RedlockGroup implements Target {
     const t0 = performance.now();
     const fences = nodeFences.get(hold);
     const rs = await this.all((st, i) =>
-      extendCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, ms, fence: fenceOn(hold, i), reestablish: true, exact }, bound).then(
+      extendCall(st, hold.keys, {
+        kind: hold.kind,
+        owner: hold.owner,
+        ms,
+        fence: fenceOn(hold, i),
+        reestablish: true,
+        exact,
+      }, bound).then(
         (r) => {
           if (typeof r === "boolean") return r ? 1 : 0;
           if (fences) fences[i] = r.fence; // re-established: this node's fence for the hold from now on
@@ -150,15 +159,22 @@ export async function acquireRedlock(
     };
     let replies: unknown[];
     try {
-      replies = await bounded(group.all((st) => acquireCall(st, keys, { kind: o.kind, owner, ms: o.ms, attempt }, nodeBound)), bound);
+      replies = await bounded(
+        group.all((st) => acquireCall(st, keys, { kind: o.kind, owner, ms: o.ms, attempt }, nodeBound)),
+        bound,
+      );
     } catch (e) {
       await undo();
       if (o.signal?.aborted) throw o.signal.reason;
-      throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e }) : e;
+      throw e instanceof RedisTimeoutError
+        ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e })
+        : e;
     }
     // Per node: its fence (> 0) where granted, minus one minus its busy time where held elsewhere, or the error.
     const rs = replies.map((r) =>
-      r instanceof Error ? r : (r as { fence?: number; retryMs: number }).fence ?? -1 - (r as { retryMs: number }).retryMs
+      r instanceof Error
+        ? r
+        : (r as { fence?: number; retryMs: number }).fence ?? -1 - (r as { retryMs: number }).retryMs
     );
     const fences = rs.filter((r): r is number => typeof r === "number" && r > 0);
     // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
@@ -166,7 +182,11 @@ export async function acquireRedlock(
       // Reentrant: keep the live hold's fence even if a master that did not grant it before grants it now.
       const held = group.holds.get(holdId(keys, owner, o.kind));
       const fence = held && held.active ? held.fence : Math.max(...fences);
-      const lease = grant(group, { kind: o.kind, keys, name: o.name, owner, fence, deadline: t0 + o.ms - drift(o.ms) }, o);
+      const lease = grant(
+        group,
+        { kind: o.kind, keys, name: o.name, owner, fence, deadline: t0 + o.ms - drift(o.ms) },
+        o,
+      );
       if (lease) {
         const now = rs.map((r) => (typeof r === "number" && r > 0 ? r : undefined));
         const known = nodeFences.get(lease.hold);
@@ -180,7 +200,9 @@ export async function acquireRedlock(
     const errors = rs.filter((r) => r instanceof Error);
     // A lease held in a way this request cannot join (on a majority): waiting cannot help.
     const refused = errors.filter((e) => e instanceof LeaseKindError);
-    if (refused.length >= group.quorum) throw new LeaseKindError(o.name, (refused[0] as LeaseKindError).why, (refused[0] as LeaseKindError).found);
+    if (refused.length >= group.quorum) {
+      throw new LeaseKindError(o.name, (refused[0] as LeaseKindError).why, (refused[0] as LeaseKindError).found);
+    }
     const busy = rs.filter((r): r is number => typeof r === "number" && r <= 0).map((r) => -1 - r);
     const left = deadline - performance.now();
     if (left <= 0) {

@@ -28,7 +28,13 @@ export function fail(op: string, what: string, must: string, value: unknown, Err
 
 export function checkName(op: string, name: unknown): asserts name is string {
   if (typeof name !== "string" || name.length === 0 || name.length > MAX_NAME) {
-    fail(op, "name", `must be a non-empty string of at most ${MAX_NAME} characters`, name, typeof name === "string" ? RangeError : TypeError);
+    fail(
+      op,
+      "name",
+      `must be a non-empty string of at most ${MAX_NAME} characters`,
+      name,
+      typeof name === "string" ? RangeError : TypeError,
+    );
   }
 }
 
@@ -60,7 +66,13 @@ export function checkPrefix(op: string, options: KeyOptions | undefined): string
   const prefix = options?.prefix;
   if (prefix === undefined) return DEFAULT_PREFIX;
   if (typeof prefix !== "string" || prefix.length === 0 || /[{}]/.test(prefix)) {
-    fail(op, "prefix", "must be a non-empty string without '{' or '}'", prefix, typeof prefix === "string" ? RangeError : TypeError);
+    fail(
+      op,
+      "prefix",
+      "must be a non-empty string without '{' or '}'",
+      prefix,
+      typeof prefix === "string" ? RangeError : TypeError,
+    );
   }
   return prefix;
 }
@@ -154,7 +166,9 @@ export function resolveAcquire(
       fail(op, "label", `must be 1 to ${MAX_LABEL} characters, without control characters`, label, RangeError);
     }
     // An owner's identity is its string: a label there would make the same owner another one.
-    if (o.owner !== undefined) fail(op, "label", "cannot be combined with 'owner' (a Lease passed as owner keeps its label)", label);
+    if (o.owner !== undefined) {
+      fail(op, "label", "cannot be combined with 'owner' (a Lease passed as owner keeps its label)", label);
+    }
   }
   const replicas = checkInt(op, "replicas", o.replicas ?? 0, 0, 100);
   const replicaTimeoutMs = checkInt(op, "replicaTimeoutMs", o.replicaTimeoutMs ?? 1_000, 1, 60_000);

@@ -52,7 +52,9 @@ export class Waiter {
       // Server time passes as local time does (less the drift allowance): the grant happened at least
       // (grantedAt - queuedAt) after the call that queued us was sent, and holds until its claim window ends.
       const window = Math.min(this.entry.ms, this.entry.claimMs);
-      const deadline = sent === undefined ? -Infinity : sent + (m.grantedAt - m.queuedAt) / 1000 + window - drift(window);
+      const deadline = sent === undefined
+        ? -Infinity
+        : sent + (m.grantedAt - m.queuedAt) / 1000 + window - drift(window);
       const now = this.now();
       if (deadline - now > window / 4) {
         this.grant = { fence: m.fence, deadline, claimAt: now + (deadline - now) / 2 };

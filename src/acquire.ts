@@ -69,10 +69,11 @@ export function acquire(
 ): Promise<Lease> {
   try {
     checkClients("acquire lease", client);
-    if (Array.isArray(name)) return acquireNames(client as RedisLike, name, resolveNames("acquire lease", client, name, options));
+    if (Array.isArray(name)) {
+      return acquireNames(client as RedisLike, name, resolveNames("acquire lease", client, name, options));
+    }
     return acquireAny(client, resolveAcquire("acquire lease", name as string, options, ownerOf));
   } catch (e) {
     return Promise.reject(e);
   }
 }
-

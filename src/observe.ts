@@ -68,8 +68,17 @@ export function observe(client: RedisLike, name: string, options?: ObserveOption
   const signal = options?.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
   const pollMs = options?.pollMs;
-  if (pollMs !== undefined && (typeof pollMs !== "number" || !Number.isInteger(pollMs) || pollMs < 10 || pollMs > 3_600_000)) {
-    fail(op, "pollMs", "must be an integer from 10 to 3600000", pollMs, typeof pollMs === "number" ? RangeError : TypeError);
+  if (
+    pollMs !== undefined &&
+    (typeof pollMs !== "number" || !Number.isInteger(pollMs) || pollMs < 10 || pollMs > 3_600_000)
+  ) {
+    fail(
+      op,
+      "pollMs",
+      "must be an integer from 10 to 3600000",
+      pollMs,
+      typeof pollMs === "number" ? RangeError : TypeError,
+    );
   }
   return watch(client, name, prefix, signal, pollMs);
 }

@@ -2,7 +2,7 @@ import { acquireResolved, ownerOf } from "./_acquire.ts";
 import { ACQUIRE_GRACE_MS, checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
 import { extendCall, holdId, keysOf, parseToken } from "./_protocol.ts";
-import { checkCallOptions, fail, type Resolved, resolveAcquire } from "./_validate.ts";
+import { checkCallOptions, fail, resolveAcquire, type Resolved } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, CallOptions, Lease } from "./lease.ts";
 

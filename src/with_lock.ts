@@ -40,7 +40,9 @@ export async function withLock<T>(
 ): Promise<T> {
   checkClients("run withLock", client);
   const names = Array.isArray(name) ? name : undefined;
-  const o = names ? resolveNames("run withLock", client, names, options) : resolveAcquire("run withLock", name, options, ownerOf);
+  const o = names
+    ? resolveNames("run withLock", client, names, options)
+    : resolveAcquire("run withLock", name, options, ownerOf);
   if (typeof fn !== "function") fail("run withLock", "fn", "must be a function", fn);
   const lease = names ? await acquireNames(client as RedisLike, names, o) : await acquireAny(client, o);
   let value: T | undefined;

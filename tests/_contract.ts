@@ -28,7 +28,7 @@ import { ioredis } from "../src/adapters/ioredis.ts";
 type IORedisCluster = InstanceType<typeof IORedisClusterClient>;
 import { bunRedis, type BunRedisClient } from "../src/adapters/bun.ts";
 import { upstash } from "../src/adapters/http.ts";
-import { type Client, type RedisServer, runtimeName, sleep, startRedis, holdsOf } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
 import { startHttpBridge } from "./_http_bridge.ts";
 
 export type Runtime = "node" | "bun" | "deno";
@@ -471,7 +471,10 @@ export function contract(ad: AdapterCase): void {
       const p1 = await acquire(a, name, { permits: 2, waitMs: 0 });
       const p2 = await acquire(b, name, { permits: 2, waitMs: 0 });
       await assert.rejects(acquire(a, name, { permits: 2, waitMs: 0 }), LockTimeoutError);
-      await assert.rejects(acquire(a, name, { permits: 3, waitMs: 0 }), (e) => e instanceof LeaseKindError && e.found === 2);
+      await assert.rejects(
+        acquire(a, name, { permits: 3, waitMs: 0 }),
+        (e) => e instanceof LeaseKindError && e.found === 2,
+      );
       const third = acquire(a, name, { permits: 2, waitMs: 10_000 });
       await sleep(100);
       await release(p1);

@@ -226,7 +226,10 @@ describe("every kind of lease under network faults (chaos subset, one worker per
         }
         assert.equal(a.leaked, 0, `leftovers on the lock server: ${ctx}`);
         assert.deepEqual(a.problems, [], ctx);
-        assert.ok(fired(run, f === "lost-reply" ? "loseNextReply" : "partitioned at handoff").length >= 2, JSON.stringify(a.faultEvents));
+        assert.ok(
+          fired(run, f === "lost-reply" ? "loseNextReply" : "partitioned at handoff").length >= 2,
+          JSON.stringify(a.faultEvents),
+        );
       });
     }
   }

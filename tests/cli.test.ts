@@ -13,7 +13,16 @@ import { CliError } from "../cli/_common.ts";
 import { resolveUrl } from "../cli/_connect.ts";
 import { holdLabel } from "../cli/_run.ts";
 import { acquire, campaign, forceUnlock, inspect, LeaseLostError, release } from "../mod.ts";
-import { type Client, freePort, type RedisServer, runtimeArgs, runtimeName, sleep, startRedis, holdsOf } from "./_redis.ts";
+import {
+  type Client,
+  freePort,
+  holdsOf,
+  type RedisServer,
+  runtimeArgs,
+  runtimeName,
+  sleep,
+  startRedis,
+} from "./_redis.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
@@ -172,7 +181,9 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     admin = await srv.client();
     dir = mkdtempSync(join(tmpdir(), "redlease-cli-"));
     baseEnv = { ...process.env, REDIS_URL: srv.url, NO_COLOR: "1" };
-    for (const k of ["NAME", "PREFIX", "SERVER", "OWNER", "FENCE", "TOKEN", "DEBUG"]) baseEnv[`REDLEASE_${k}`] = undefined;
+    for (const k of ["NAME", "PREFIX", "SERVER", "OWNER", "FENCE", "TOKEN", "DEBUG"]) {
+      baseEnv[`REDLEASE_${k}`] = undefined;
+    }
   });
   after(async () => {
     for (const p of live) p.kill("SIGKILL");
@@ -243,82 +254,94 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     usage(() => resolveUrl("run", "redis://:6379"), /bad --url/);
   });
 
-  test("run passes REDLEASE_NAME, _PREFIX, _FENCE, _TOKEN and _OWNER and exits with the command's code", T, async () => {
-    const name = unique("env");
-    const [r, anon] = await Promise.all([
-      cli(["run", name, "--prefix", "jobs", "--", ...child("env", "7")]),
-      cli(["run", `${name}-anon`, ...child("env", "0")]), // no `--`: the first word after NAME starts CMD
-    ]);
-    assert.equal(r.code, 7, r.stderr);
-    assert.equal(r.stderr, "");
-    const env = JSON.parse(r.stdout);
-    assert.equal(env.name, name);
-    assert.equal(env.prefix, "jobs");
-    assert.match(env.token, /^rl1\./);
-    // The fence record outlives the release for a few seconds: it is the token the command was given.
-    const info = await inspect(admin, name, { prefix: "jobs" });
-    assert.equal(info.held, false, "released after the command exited");
-    assert.equal(env.fence, String(info.fence));
-    assert.ok(Number(env.fence) > 0);
+  test(
+    "run passes REDLEASE_NAME, _PREFIX, _FENCE, _TOKEN and _OWNER and exits with the command's code",
+    T,
+    async () => {
+      const name = unique("env");
+      const [r, anon] = await Promise.all([
+        cli(["run", name, "--prefix", "jobs", "--", ...child("env", "7")]),
+        cli(["run", `${name}-anon`, ...child("env", "0")]), // no `--`: the first word after NAME starts CMD
+      ]);
+      assert.equal(r.code, 7, r.stderr);
+      assert.equal(r.stderr, "");
+      const env = JSON.parse(r.stdout);
+      assert.equal(env.name, name);
+      assert.equal(env.prefix, "jobs");
+      assert.match(env.token, /^rl1\./);
+      // The fence record outlives the release for a few seconds: it is the token the command was given.
+      const info = await inspect(admin, name, { prefix: "jobs" });
+      assert.equal(info.held, false, "released after the command exited");
+      assert.equal(env.fence, String(info.fence));
+      assert.ok(Number(env.fence) > 0);
 
-    assert.equal(anon.code, 0, anon.stderr);
-    const e2 = JSON.parse(anon.stdout);
-    assert.equal(e2.name, `${name}-anon`);
-    assert.equal(e2.prefix, "redlease");
-    // A random owner id (src/_protocol.ts, attemptId), then the run's label.
-    assert.match(e2.owner, new RegExp(`^[A-Za-z0-9_-]{17,} host=${hostname()} pid=\\d+ cmd=\\S+`));
-    assert.equal(e2.fence, String((await inspect(admin, `${name}-anon`)).fence));
+      assert.equal(anon.code, 0, anon.stderr);
+      const e2 = JSON.parse(anon.stdout);
+      assert.equal(e2.name, `${name}-anon`);
+      assert.equal(e2.prefix, "redlease");
+      // A random owner id (src/_protocol.ts, attemptId), then the run's label.
+      assert.match(e2.owner, new RegExp(`^[A-Za-z0-9_-]{17,} host=${hostname()} pid=\\d+ cmd=\\S+`));
+      assert.equal(e2.fence, String((await inspect(admin, `${name}-anon`)).fence));
 
-    const owner = await cli(["run", name, "--owner", "x", "--", ...child("env", "0")]);
-    assert.equal(owner.code, 2, "--owner is gone: a nested run shares the hold through REDLEASE_TOKEN");
-  });
+      const owner = await cli(["run", name, "--owner", "x", "--", ...child("env", "0")]);
+      assert.equal(owner.code, 2, "--owner is gone: a nested run shares the hold through REDLEASE_TOKEN");
+    },
+  );
 
-  test("run --shared runs beside shared holders and --permits N beside N-1; a run that cannot join exits 3", T, async () => {
-    const name = unique("kinds");
-    const reader = await acquire(admin, name, { shared: true });
-    try {
-      const shared = await cli(["run", name, "--shared", "--wait", "0", "--", ...child("env", "0")]);
-      assert.equal(shared.code, 0, shared.stderr);
-      assert.ok(Number(JSON.parse(shared.stdout).fence) > reader.fence);
-      const exclusive = await cli(["run", name, "--wait", "0", "--", ...child("env", "0")]);
-      assert.equal(exclusive.code, 3, "an exclusive run waits for the reader");
-      const permits = await cli(["run", name, "--permits", "2", "--wait", "0", "--", ...child("env", "0")]);
-      assert.equal(permits.code, 3);
-      assert.match(permits.stderr, /held shared, which this request cannot join/);
-    } finally {
-      await release(reader);
-    }
-    const permit = await acquire(admin, `${name}-p`, { permits: 2 });
-    try {
-      const second = await cli(["run", `${name}-p`, "--permits", "2", "--wait", "0", "--", ...child("env", "0")]);
-      assert.equal(second.code, 0, second.stderr);
-      const third = await cli(["run", `${name}-p`, "--permits", "3", "--wait", "0", "--", ...child("env", "0")]);
-      assert.equal(third.code, 3);
-      assert.match(third.stderr, /held as 2 permits/);
-    } finally {
-      await release(permit);
-    }
-    for (const bad of [["--permits", "0"], ["--permits", "x"], ["--permits", "2", "--shared"]]) {
-      const r = await cli(["run", name, ...bad, "--", ...child("env", "0")]);
-      assert.equal(r.code, 2, `${bad.join(" ")}: ${r.stderr}`);
-    }
-  });
+  test(
+    "run --shared runs beside shared holders and --permits N beside N-1; a run that cannot join exits 3",
+    T,
+    async () => {
+      const name = unique("kinds");
+      const reader = await acquire(admin, name, { shared: true });
+      try {
+        const shared = await cli(["run", name, "--shared", "--wait", "0", "--", ...child("env", "0")]);
+        assert.equal(shared.code, 0, shared.stderr);
+        assert.ok(Number(JSON.parse(shared.stdout).fence) > reader.fence);
+        const exclusive = await cli(["run", name, "--wait", "0", "--", ...child("env", "0")]);
+        assert.equal(exclusive.code, 3, "an exclusive run waits for the reader");
+        const permits = await cli(["run", name, "--permits", "2", "--wait", "0", "--", ...child("env", "0")]);
+        assert.equal(permits.code, 3);
+        assert.match(permits.stderr, /held shared, which this request cannot join/);
+      } finally {
+        await release(reader);
+      }
+      const permit = await acquire(admin, `${name}-p`, { permits: 2 });
+      try {
+        const second = await cli(["run", `${name}-p`, "--permits", "2", "--wait", "0", "--", ...child("env", "0")]);
+        assert.equal(second.code, 0, second.stderr);
+        const third = await cli(["run", `${name}-p`, "--permits", "3", "--wait", "0", "--", ...child("env", "0")]);
+        assert.equal(third.code, 3);
+        assert.match(third.stderr, /held as 2 permits/);
+      } finally {
+        await release(permit);
+      }
+      for (const bad of [["--permits", "0"], ["--permits", "x"], ["--permits", "2", "--shared"]]) {
+        const r = await cli(["run", name, ...bad, "--", ...child("env", "0")]);
+        assert.equal(r.code, 2, `${bad.join(" ")}: ${r.stderr}`);
+      }
+    },
+  );
 
-  test("elect runs the command while leading, with the term as REDLEASE_FENCE; --wait 0 exits 3 while another leads", T, async () => {
-    const name = unique("elect");
-    const r = await cli(["elect", name, "--", ...child("env", "0")]);
-    assert.equal(r.code, 0, r.stderr);
-    const env = JSON.parse(r.stdout);
-    assert.ok(Number(env.fence) > 0);
-    const leader = await campaign(admin, name);
-    try {
-      const busy = await cli(["elect", name, "--wait", "0", "--", ...child("env", "0")]);
-      assert.equal(busy.code, 3, busy.stderr);
-      assert.ok(leader.fence > Number(env.fence), "a later term");
-    } finally {
-      await release(leader);
-    }
-  });
+  test(
+    "elect runs the command while leading, with the term as REDLEASE_FENCE; --wait 0 exits 3 while another leads",
+    T,
+    async () => {
+      const name = unique("elect");
+      const r = await cli(["elect", name, "--", ...child("env", "0")]);
+      assert.equal(r.code, 0, r.stderr);
+      const env = JSON.parse(r.stdout);
+      assert.ok(Number(env.fence) > 0);
+      const leader = await campaign(admin, name);
+      try {
+        const busy = await cli(["elect", name, "--wait", "0", "--", ...child("env", "0")]);
+        assert.equal(busy.code, 3, busy.stderr);
+        assert.ok(leader.fence > Number(env.fence), "a later term");
+      } finally {
+        await release(leader);
+      }
+    },
+  );
 
   test("observe prints the state, then every change, and exits after --count states", T, async () => {
     const name = unique("observe");
@@ -340,52 +363,87 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     assert.match(text.stdout, /nobody leads \(last term \d+\)/);
   });
 
-  test("a run inside a run of the same lease runs under its hold (REDLEASE_TOKEN), at once; another lease waits", T, async () => {
-    const name = unique("nested");
-    const [cmd, pre] = runtimeArgs(CLI);
-    const nested = (lease: string, code: string) => child("exec", cmd, ...pre, "run", lease, "--wait", "0", "--", ...child("env", code));
-    // --wait 0 on the inner run: were it to acquire instead, it would find the lease busy (exit 3).
-    const r = await cli(["run", name, "--wait", "0", "--", ...nested(name, "5")]);
-    assert.equal(r.code, 5, r.stderr);
-    assert.equal(r.stderr, "");
-    const inner = JSON.parse(r.stdout);
-    const info = await inspect(admin, name);
-    assert.equal(info.held, false, "the outer run released it; the inner one left that to it");
-    assert.equal(inner.fence, String(info.fence), "the inner command got the outer hold's fence");
+  test(
+    "a run inside a run of the same lease runs under its hold (REDLEASE_TOKEN), at once; another lease waits",
+    T,
+    async () => {
+      const name = unique("nested");
+      const [cmd, pre] = runtimeArgs(CLI);
+      const nested = (lease: string, code: string) =>
+        child("exec", cmd, ...pre, "run", lease, "--wait", "0", "--", ...child("env", code));
+      // --wait 0 on the inner run: were it to acquire instead, it would find the lease busy (exit 3).
+      const r = await cli(["run", name, "--wait", "0", "--", ...nested(name, "5")]);
+      assert.equal(r.code, 5, r.stderr);
+      assert.equal(r.stderr, "");
+      const inner = JSON.parse(r.stdout);
+      const info = await inspect(admin, name);
+      assert.equal(info.held, false, "the outer run released it; the inner one left that to it");
+      assert.equal(inner.fence, String(info.fence), "the inner command got the outer hold's fence");
 
-    // Another name (or prefix) is another lease: the inner run acquires it on its own.
-    const other = await cli(["run", name, "--wait", "0", "--", ...nested(`${name}-b`, "0")]);
-    assert.equal(other.code, 0, other.stderr);
-    assert.equal(JSON.parse(other.stdout).name, `${name}-b`);
-    assert.notEqual(JSON.parse(other.stdout).token, inner.token);
+      // Another name (or prefix) is another lease: the inner run acquires it on its own.
+      const other = await cli(["run", name, "--wait", "0", "--", ...nested(`${name}-b`, "0")]);
+      assert.equal(other.code, 0, other.stderr);
+      assert.equal(JSON.parse(other.stdout).name, `${name}-b`);
+      assert.notEqual(JSON.parse(other.stdout).token, inner.token);
 
-    // A token whose hold is gone: the inner run says so and exits 4, without running its command.
-    const gone = await cli(["run", name, "--", ...child("env", "0")], {
-      env: { REDLEASE_NAME: name, REDLEASE_PREFIX: "redlease", REDLEASE_SERVER: inner.server, REDLEASE_TOKEN: inner.token },
-    });
-    assert.equal(gone.code, 4, gone.stderr);
-    oneLine(gone, /lost lease .*the enclosing run no longer holds it/);
-    assert.equal(gone.stdout, "");
+      // A token whose hold is gone: the inner run says so and exits 4, without running its command.
+      const gone = await cli(["run", name, "--", ...child("env", "0")], {
+        env: {
+          REDLEASE_NAME: name,
+          REDLEASE_PREFIX: "redlease",
+          REDLEASE_SERVER: inner.server,
+          REDLEASE_TOKEN: inner.token,
+        },
+      });
+      assert.equal(gone.code, 4, gone.stderr);
+      oneLine(gone, /lost lease .*the enclosing run no longer holds it/);
+      assert.equal(gone.stdout, "");
 
-    // The same name on another Redis is another lease: acquired there, not resumed.
-    const other2 = await startRedis();
-    try {
-      const [c2, p2] = runtimeArgs(CLI);
-      const there = await cli(["run", name, "--wait", "0", "--", ...child("exec", c2, ...p2, "run", name, "--url", other2.url, "--wait", "0", "--", ...child("env", "0"))]);
-      assert.equal(there.code, 0, there.stderr);
-      const e3 = JSON.parse(there.stdout);
-      assert.notEqual(e3.token, inner.token);
-      assert.notEqual(e3.server, inner.server);
-    } finally {
-      await other2.stop();
-    }
+      // The same name on another Redis is another lease: acquired there, not resumed.
+      const other2 = await startRedis();
+      try {
+        const [c2, p2] = runtimeArgs(CLI);
+        const there = await cli([
+          "run",
+          name,
+          "--wait",
+          "0",
+          "--",
+          ...child("exec", c2, ...p2, "run", name, "--url", other2.url, "--wait", "0", "--", ...child("env", "0")),
+        ]);
+        assert.equal(there.code, 0, there.stderr);
+        const e3 = JSON.parse(there.stdout);
+        assert.notEqual(e3.token, inner.token);
+        assert.notEqual(e3.server, inner.server);
+      } finally {
+        await other2.stop();
+      }
 
-    // An inner --fixed run renews the enclosing hold like the outer one: a command longer than its --lease runs on.
-    const work = mkdtempSync(join(dir, "nested-"));
-    const fixed = await cli(["run", name, "--wait", "0", "--", ...child("exec", cmd, ...pre, "run", name, "--fixed", "--lease", "300ms", "--", ...child("critical", work, "900"))]);
-    assert.equal(fixed.code, 0, fixed.stderr);
-    assert.equal(fixed.stderr, "");
-  });
+      // An inner --fixed run renews the enclosing hold like the outer one: a command longer than its --lease runs on.
+      const work = mkdtempSync(join(dir, "nested-"));
+      const fixed = await cli([
+        "run",
+        name,
+        "--wait",
+        "0",
+        "--",
+        ...child(
+          "exec",
+          cmd,
+          ...pre,
+          "run",
+          name,
+          "--fixed",
+          "--lease",
+          "300ms",
+          "--",
+          ...child("critical", work, "900"),
+        ),
+      ]);
+      assert.equal(fixed.code, 0, fixed.stderr);
+      assert.equal(fixed.stderr, "");
+    },
+  );
 
   test("three concurrent runs on one name never overlap (checked by the commands themselves)", T, async () => {
     const name = unique("mutex");
@@ -632,7 +690,10 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       assert.match(rows[0], /^NAME +KIND +OWNER +HOLDS +REMAINING +FENCE +WAITERS +HOLDER$/);
       assert.equal(rows.length, 4);
       const id = a.owner.slice(0, a.owner.indexOf(" "));
-      assert.match(rows[1], new RegExp(`^${base}:a +exclusive +${id} +1 +[\\d.]+s +${a.fence} +1 +nightly report on web-3$`));
+      assert.match(
+        rows[1],
+        new RegExp(`^${base}:a +exclusive +${id} +1 +[\\d.]+s +${a.fence} +1 +nightly report on web-3$`),
+      );
       assert.match(rows[2], new RegExp(`^${base}:b +exclusive +[0-9a-f]{32}:bob +2 +[\\d.]+s +${b1.fence} +0 +-$`));
 
       assert.equal(prefixed.code, 0, prefixed.stderr);
@@ -711,12 +772,16 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       let forced: Running | undefined;
       try {
         await tty.waitFor(
-          new RegExp(`${CLEAR}redlease: waiting \\d+\\.\\ds for '${name}' · 1st of 1 in queue · held by blocker job \\(exclusive, [\\d.]+s left\\)`),
+          new RegExp(
+            `${CLEAR}redlease: waiting \\d+\\.\\ds for '${name}' · 1st of 1 in queue · held by blocker job \\(exclusive, [\\d.]+s left\\)`,
+          ),
         );
         // Two more runs queue behind it with stderr on a pipe: one plain, one with the line forced on.
         piped = startCli(["run", name, "--wait", "30s", "--", ...child("env", "0")]);
         for (let i = 0; i < 200 && (await inspect(admin, name)).waiters < 2; i++) await sleep(25);
-        forced = startCli(["run", name, "--wait", "30s", "--", ...child("env", "0")], { env: { REDLEASE_STATUS: "1" } });
+        forced = startCli(["run", name, "--wait", "30s", "--", ...child("env", "0")], {
+          env: { REDLEASE_STATUS: "1" },
+        });
         for (let i = 0; i < 200 && (await inspect(admin, name)).waiters < 3; i++) await sleep(25);
         await tty.waitFor(/· 1st of 3 in queue ·/);
         await sleep(1_200); // the forced one draws its line too
@@ -735,7 +800,10 @@ describe(`redlease CLI (${runtimeName()})`, () => {
         assert.match(env.owner, new RegExp(`^[\\w-]+ host=${hostname()} pid=\\d+ cmd=\\S+`));
         // On a pipe: nothing at all, unless forced.
         assert.equal(p.stderr, "");
-        assert.match(f.stderr, new RegExp(`^${CLEAR}redlease: waiting \\d+\\.\\ds for '[^']+' · (2nd|3rd) of \\d in queue ·`));
+        assert.match(
+          f.stderr,
+          new RegExp(`^${CLEAR}redlease: waiting \\d+\\.\\ds for '[^']+' · (2nd|3rd) of \\d in queue ·`),
+        );
         assert.ok(f.stderr.endsWith("\r\x1b[2K"), JSON.stringify(f.stderr.slice(-40)));
         assert.match(f.stdout, /^\{/);
       } finally {

@@ -1,7 +1,17 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createCluster as createCluster5 } from "redis5";
-import { acquire, campaign, inspect, type Lease, LeaseKindError, LockTimeoutError, observe, proclaim, release } from "../mod.ts";
+import {
+  acquire,
+  campaign,
+  inspect,
+  type Lease,
+  LeaseKindError,
+  LockTimeoutError,
+  observe,
+  proclaim,
+  release,
+} from "../mod.ts";
 import { type ClusterClient, sleep, startCluster, type StartedCluster } from "./_topology.ts";
 import { holdsOf } from "./_redis.ts";
 
@@ -23,7 +33,11 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
 
   test("leases on names spread over every master: contention, release, and a name with '}'", async () => {
     const names = Array.from({ length: 12 }, fresh).concat(["}edge", "a}b{c"]);
-    const owners = new Set(names.map((name) => c.ownerOf(c.slotOf(`redlease:{${name.replace(/[%}]/g, (ch) => ch === "%" ? "%25" : "%7D")}}`)).port));
+    const owners = new Set(
+      names.map((name) =>
+        c.ownerOf(c.slotOf(`redlease:{${name.replace(/[%}]/g, (ch) => ch === "%" ? "%25" : "%7D")}}`)).port
+      ),
+    );
     assert.equal(owners.size, 3, "the names cover all three masters");
     const leases = await Promise.all(names.map((name) => acquire(a, name)));
     for (const name of names) await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);

@@ -131,7 +131,10 @@ describe("demo (node)", () => {
       assert.ok(x.served > 0);
     }
     const rl = up.get("redlease permits")!;
-    assert.ok(rl.minPerCaller >= 0.8 * rl.maxPerCaller, `redlease permits were not shared fairly: ${JSON.stringify(rl)}`);
+    assert.ok(
+      rl.minPerCaller >= 0.8 * rl.maxPerCaller,
+      `redlease permits were not shared fairly: ${JSON.stringify(rl)}`,
+    );
     // The scheduler: three terms (the first, after the pause, after the kill), the paused leader's late commit
     // refused, no stale commit accepted, and the handover within a few leases.
     const s = out.scheduler.result!;

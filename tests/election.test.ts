@@ -6,9 +6,9 @@ import { after, before, describe, test } from "node:test";
 import {
   acquire,
   campaign,
+  type LeaderState,
   LeaseLostError,
   LockTimeoutError,
-  type LeaderState,
   observe,
   proclaim,
   release,
@@ -19,7 +19,7 @@ import { proclaim as PROCLAIM } from "../src/_scripts.ts";
 import type { Driver } from "../src/driver.ts";
 import { forceUnlock } from "../mod.ts";
 import { startHttpBridge } from "./_http_bridge.ts";
-import { type Client, type RedisServer, noCommands, sleep, startRedis } from "./_redis.ts";
+import { type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -247,4 +247,3 @@ describe("leader election: edge cases", () => {
     assert.deepEqual(polling.seen.map((s) => s.term), [leader.fence], JSON.stringify(polling.seen));
   });
 });
-

@@ -15,7 +15,7 @@ import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { startHttpBridge } from "./_http_bridge.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
 import { startChaosRedis } from "../chaos/_servers.ts";
-import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let n = 0;
 const fresh = () => `fault-${++n}-${Math.random().toString(36).slice(2)}`;
@@ -355,7 +355,10 @@ describe("the fault contract: review findings", () => {
     const a2 = await acquire(c, name, { owner: "svc", leaseMs: 5_000, waitMs: 0 });
     await sleep(700); // A1's claim has run
     const ttl = Number(await admin.sendCommand(["PTTL", `redlease:{${name}}`]));
-    assert.ok(ttl >= a2.remainingMs, `Redis TTL ${ttl} ms covers the reentrant hold's ${Math.round(a2.remainingMs)} ms`);
+    assert.ok(
+      ttl >= a2.remainingMs,
+      `Redis TTL ${ttl} ms covers the reentrant hold's ${Math.round(a2.remainingMs)} ms`,
+    );
     await release(a1);
     await release(a2);
   });

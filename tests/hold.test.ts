@@ -64,7 +64,15 @@ const fixed = { ms: 3_000, watchdog: false, replicas: 0, replicaTimeoutMs: 0 };
 function setup(o = watchdog, claimAt?: number, deadline?: number) {
   const clock = new FakeClock();
   const target = new FakeTarget(clock);
-  const g = { kind: "x" as const, keys, name: "job", owner: "me", fence: 7, deadline: deadline ?? clock.t + o.ms - drift(o.ms), claimAt };
+  const g = {
+    kind: "x" as const,
+    keys,
+    name: "job",
+    owner: "me",
+    fence: 7,
+    deadline: deadline ?? clock.t + o.ms - drift(o.ms),
+    claimAt,
+  };
   const lease = grant(target, g, o, clock) as LeaseImpl;
   return { clock, target, lease, hold: lease.hold };
 }
@@ -96,18 +104,30 @@ describe("Hold (fake time)", () => {
   test("a logger's debug hears of each retried renewal and of the loss; warn hears nothing", async () => {
     const { clock, target, lease } = setup();
     const debug: string[] = [], warn: string[] = [];
-    target.logger = { warn: (m) => void warn.push(m), debug: (m, d) => void debug.push(`${m} ${d.name} ${String(d.error)}`) };
+    target.logger = {
+      warn: (m) => void warn.push(m),
+      debug: (m, d) => void debug.push(`${m} ${d.name} ${String(d.error)}`),
+    };
     target.answer = () => Promise.reject(new Error("ECONNREFUSED"));
     await clock.advance(3_000);
     assert.ok(lease.signal.aborted);
-    const retried = debug.filter((m) => /renewing lease 'job' failed; retrying for \d+ ms job Error: ECONNREFUSED/.test(m));
+    const retried = debug.filter((m) =>
+      /renewing lease 'job' failed; retrying for \d+ ms job Error: ECONNREFUSED/.test(m)
+    );
     assert.ok(retried.length >= 3 && retried.length === debug.length - 1, debug.join("\n"));
     assert.match(debug[debug.length - 1], /lease 'job' lost \(unreachable\) job/);
     assert.deepEqual(warn, []);
   });
 
   test("a logger that throws changes nothing: renewals go on after a failure, a loss still aborts the signal", async () => {
-    const throwing = { warn: () => { throw new Error("warn broke"); }, debug: () => { throw new Error("debug broke"); } };
+    const throwing = {
+      warn: () => {
+        throw new Error("warn broke");
+      },
+      debug: () => {
+        throw new Error("debug broke");
+      },
+    };
     const { clock, target, lease } = setup();
     target.logger = throwing;
     let fails = 1;
@@ -116,7 +136,13 @@ describe("Hold (fake time)", () => {
     assert.ok(target.renewals.length > 5, `renewed ${target.renewals.length} times after one failure`);
     assert.equal(lease.signal.aborted, false);
     let abortedAtLog: boolean | undefined;
-    target.logger = { warn: () => {}, debug: () => { abortedAtLog = lease.signal.aborted; throw new Error("debug broke"); } };
+    target.logger = {
+      warn: () => {},
+      debug: () => {
+        abortedAtLog = lease.signal.aborted;
+        throw new Error("debug broke");
+      },
+    };
     target.answer = () => Promise.resolve(false);
     await clock.advance(3_000);
     assert.equal((lease.signal.reason as LeaseLostError).why, "not-held");
@@ -186,7 +212,12 @@ describe("Hold (fake time)", () => {
 
   test("re-entering keeps one hold and one timer; the last release stops it", async () => {
     const { clock, target, lease, hold } = setup();
-    const again = grant(target, { kind: "x" as const, keys, name: "job", owner: "me", fence: 7, deadline: clock.t + 5_000 }, watchdog, clock)!;
+    const again = grant(
+      target,
+      { kind: "x" as const, keys, name: "job", owner: "me", fence: 7, deadline: clock.t + 5_000 },
+      watchdog,
+      clock,
+    )!;
     assert.equal(again.hold, hold);
     assert.equal(hold.deadline, clock.t + 5_000, "re-entering only lengthens the deadline");
     await releaseHandle(lease);

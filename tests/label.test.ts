@@ -46,7 +46,10 @@ describe("label", () => {
       ["nul\0", RangeError, /without control characters/],
     ];
     for (const [label, Err, re] of cases) {
-      await assert.rejects(acquire(idle, "x", { label } as never), (e: unknown) => e instanceof Err && re.test((e as Error).message));
+      await assert.rejects(
+        acquire(idle, "x", { label } as never),
+        (e: unknown) => e instanceof Err && re.test((e as Error).message),
+      );
     }
     await assert.rejects(acquire(idle, "x", { label: "l", owner: "me" }), /'label' cannot be combined with 'owner'/);
     await assert.rejects(acquire(idle, ["x", "y"], { label: "" }), RangeError);
@@ -128,7 +131,10 @@ describe("label", () => {
     // Taken one by one (the all-at-once script refused: one name is held), still one labelled owner.
     const blocker = await acquire(b, y, { leaseMs: 300 });
     const stepwise = await acquire(a, [x, y], { label: "transfer 8", waitMs: 5_000 });
-    assert.deepEqual([(await inspect(b, x)).owners[0].label, (await inspect(b, y)).owners[0].label], ["transfer 8", "transfer 8"]);
+    assert.deepEqual([(await inspect(b, x)).owners[0].label, (await inspect(b, y)).owners[0].label], [
+      "transfer 8",
+      "transfer 8",
+    ]);
     await release(stepwise);
     await release(blocker);
 

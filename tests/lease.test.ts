@@ -13,7 +13,7 @@ import {
   withLock,
 } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -94,7 +94,9 @@ describe("leases on one Redis", () => {
     const lease = await acquire(a, name, { leaseMs: 300 });
     assert.ok(lease.expiresAt <= t0 + 300);
     assert.ok(lease.expiresAt > performance.now());
-    const reason = await new Promise<unknown>((r) => lease.signal.addEventListener("abort", () => r(lease.signal.reason)));
+    const reason = await new Promise<unknown>((r) =>
+      lease.signal.addEventListener("abort", () => r(lease.signal.reason))
+    );
     const at = performance.now() - t0;
     assert.ok(reason instanceof LeaseLostError);
     assert.equal(reason.why, "expired");
@@ -145,7 +147,9 @@ describe("leases on one Redis", () => {
     const lease = await acquire(a, name, { watchdogMs: 900 }); // renews every 300 ms
     await b.del(`redlease:{${name}}`);
     const t0 = performance.now();
-    const reason = await new Promise<unknown>((r) => lease.signal.addEventListener("abort", () => r(lease.signal.reason)));
+    const reason = await new Promise<unknown>((r) =>
+      lease.signal.addEventListener("abort", () => r(lease.signal.reason))
+    );
     const after = performance.now() - t0;
     assert.ok(reason instanceof LeaseLostError);
     assert.equal(reason.why, "not-held");
@@ -158,7 +162,9 @@ describe("leases on one Redis", () => {
     const lease = await acquire(a, name, { watchdogMs: 600 });
     const t0 = performance.now();
     await b.sendCommand(["CLIENT", "PAUSE", "2000", "WRITE"]);
-    const reason = await new Promise<unknown>((r) => lease.signal.addEventListener("abort", () => r(lease.signal.reason)));
+    const reason = await new Promise<unknown>((r) =>
+      lease.signal.addEventListener("abort", () => r(lease.signal.reason))
+    );
     const after = performance.now() - t0;
     assert.ok(reason instanceof LeaseLostError);
     assert.equal(reason.why, "unreachable");
@@ -233,9 +239,12 @@ describe("leases on one Redis", () => {
   test("withLock() releases when fn throws and rethrows fn's error", async () => {
     const name = fresh();
     const boom = new Error("boom");
-    await assert.rejects(withLock(a, name, () => {
-      throw boom;
-    }), (e) => e === boom);
+    await assert.rejects(
+      withLock(a, name, () => {
+        throw boom;
+      }),
+      (e) => e === boom,
+    );
     assert.equal((await inspect(b, name)).held, false);
   });
 
@@ -327,7 +336,13 @@ describe("key names", () => {
     const leases = [];
     for (const name of names) leases.push(await acquire(c, name, { waitMs: 0 }));
     const keys = (await c.keys("redlease:*")).sort();
-    assert.deepEqual(keys, ["redlease:{%7Dx}", "redlease:{50%25}", "redlease:{a%257Db}", "redlease:{a%7Db}", "redlease:{{x%7D}"]);
+    assert.deepEqual(keys, [
+      "redlease:{%7Dx}",
+      "redlease:{50%25}",
+      "redlease:{a%257Db}",
+      "redlease:{a%7Db}",
+      "redlease:{{x%7D}",
+    ]);
     for (const name of names) assert.equal((await inspect(c, name)).held, true);
     for (const l of leases) assert.equal(await release(l), true);
   });

@@ -21,7 +21,7 @@ import {
   LockTimeoutError,
   release,
 } from "../mod.ts";
-import { type Client, type RedisServer, runtimeName, sleep, startRedis, holdsOf } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
 
 const OWNERS = ["owner-0", "owner-1", "owner-2"];
 /** Longest TTL any command asks for: an upper bound on the TTL while held. */
@@ -336,7 +336,8 @@ describe(`model-based interleavings (${runtimeName()})`, () => {
       assert.equal(old.signal.aborted, true, "the old handle knows its lease is gone");
       assert.equal(await release(old), false, "release() of the expired handle");
       const info = await inspect(clients[1], name);
-      assert.deepEqual(holdsOf(info),
+      assert.deepEqual(
+        holdsOf(info),
         [{ owner: current.owner, holds: 1 }],
         `the newer lease is still held: ${JSON.stringify(info)}`,
       );

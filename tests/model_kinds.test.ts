@@ -55,7 +55,16 @@ type Op =
 
 const opArb = (kinds: Array<"x" | "s" | "p">): fc.Arbitrary<Op> =>
   fc.oneof(
-    { weight: 5, arbitrary: fc.record({ op: fc.constant("acquire" as const), client: fc.nat(1), owner: fc.nat(2), kind: fc.constantFrom(...kinds), via: fc.boolean() }) },
+    {
+      weight: 5,
+      arbitrary: fc.record({
+        op: fc.constant("acquire" as const),
+        client: fc.nat(1),
+        owner: fc.nat(2),
+        kind: fc.constantFrom(...kinds),
+        via: fc.boolean(),
+      }),
+    },
     { weight: 4, arbitrary: fc.record({ op: fc.constant("release" as const), pick: fc.nat(20) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("expire" as const), pick: fc.nat(20) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("forceUnlock" as const) }) },
@@ -85,7 +94,9 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
     let maxFence = 0;
     const handles: Handle[] = [];
     const live = (h: Handle) =>
-      !h.released && (h.kind === "x" ? exclusive?.owner === h.owner && exclusive.fence === h.lease.fence
+      !h.released &&
+      (h.kind === "x"
+        ? exclusive?.owner === h.owner && exclusive.fence === h.lease.fence
         : set.get(h.owner)?.fence === h.lease.fence);
     try {
       for (const [i, o] of ops.entries()) {
@@ -106,8 +117,9 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
           // The model's prediction.
           let expect: "grant" | "timeout" | "upgrade", fence: number | undefined;
           if (kind === "x") {
-            if (exclusive) [expect, fence] = exclusive.owner === who ? ["grant", exclusive.fence] : ["timeout", undefined];
-            else if (set.size > 0) expect = set.has(who) ? "upgrade" : "timeout";
+            if (exclusive) {
+              [expect, fence] = exclusive.owner === who ? ["grant", exclusive.fence] : ["timeout", undefined];
+            } else if (set.size > 0) expect = set.has(who) ? "upgrade" : "timeout";
             else expect = "grant";
           } else if (o.kind === "s") {
             if (exclusive && exclusive.owner !== who) expect = "timeout";
@@ -118,9 +130,13 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
             if (set.has(who)) [expect, fence] = ["grant", set.get(who)!.fence];
             else expect = set.size < n ? "grant" : "timeout";
           }
-          if (expect === "timeout") assert.ok(got instanceof LockTimeoutError, `${step}: expected busy, got ${String(got)}`);
-          else if (expect === "upgrade") {
-            assert.ok(got instanceof LeaseKindError && got.why === "upgrade", `${step}: expected upgrade, got ${String(got)}`);
+          if (expect === "timeout") {
+            assert.ok(got instanceof LockTimeoutError, `${step}: expected busy, got ${String(got)}`);
+          } else if (expect === "upgrade") {
+            assert.ok(
+              got instanceof LeaseKindError && got.why === "upgrade",
+              `${step}: expected upgrade, got ${String(got)}`,
+            );
           } else {
             assert.ok(!(got instanceof Error), `${step}: expected a lease, got ${String(got)}`);
             const lease = got as Lease;
@@ -173,7 +189,10 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
         assert.deepEqual(seen, want, `${step}: inspect ${JSON.stringify(info)}`);
         const exclusiveHolders = info.owners.filter((x) => x.kind === "exclusive");
         if (exclusiveHolders.length > 0) {
-          assert.ok(info.owners.every((x) => x.owner === exclusiveHolders[0].owner), `${step}: an exclusive holder with others`);
+          assert.ok(
+            info.owners.every((x) => x.owner === exclusiveHolders[0].owner),
+            `${step}: an exclusive holder with others`,
+          );
         }
         if (n > 0) assert.ok(info.owners.length <= n, `${step}: more than ${n} permits live`);
       }
@@ -189,7 +208,9 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
       await fc.assert(property, { numRuns: RUNS, seed: SEED });
     } catch (e) {
       const cause = (e as { cause?: unknown }).cause;
-      throw new Error(`${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`);
+      throw new Error(
+        `${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`,
+      );
     }
   }
 
@@ -261,7 +282,9 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
       await fc.assert(property, { numRuns: RUNS, seed: SEED });
     } catch (e) {
       const cause = (e as { cause?: unknown }).cause;
-      throw new Error(`${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`);
+      throw new Error(
+        `${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`,
+      );
     }
   });
 
@@ -303,7 +326,11 @@ describe(`model of leader election (${runtimeName()})`, () => {
   const eop: fc.Arbitrary<EOp> = fc.oneof(
     {
       weight: 4,
-      arbitrary: fc.record({ op: fc.constant("campaign" as const), client: fc.nat(1), value: fc.option(fc.string({ maxLength: 8 })) }),
+      arbitrary: fc.record({
+        op: fc.constant("campaign" as const),
+        client: fc.nat(1),
+        value: fc.option(fc.string({ maxLength: 8 })),
+      }),
     },
     { weight: 3, arbitrary: fc.record({ op: fc.constant("resign" as const) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("expire" as const) }) },
@@ -323,7 +350,10 @@ describe(`model of leader election (${runtimeName()})`, () => {
   /** Resolves with `p`'s value, or rejects naming `what` after `ms`. */
   function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     let t: ReturnType<typeof setTimeout>;
-    const late = new Promise<never>((_, reject) => (t = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
+    const late = new Promise<never>((
+      _,
+      reject,
+    ) => (t = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
     return Promise.race([p, late]).finally(() => clearTimeout(t));
   }
 
@@ -341,7 +371,8 @@ describe(`model of leader election (${runtimeName()})`, () => {
     let leader: Candidate | undefined;
     let value: string | undefined;
     let maxTerm = 0;
-    const failure = (step: string, what: string) => new Error(`${step}: ${what}; observed ${JSON.stringify(seen.slice(-3))}`);
+    const failure = (step: string, what: string) =>
+      new Error(`${step}: ${what}; observed ${JSON.stringify(seen.slice(-3))}`);
     try {
       while (seen.length === 0) await sleep(2);
       for (const [i, o] of ops.entries()) {
@@ -400,15 +431,23 @@ describe(`model of leader election (${runtimeName()})`, () => {
         }
         // Settle: the model's leader is elected (with a new term), nobody else is, and the observer agrees.
         if (leader && !leader.lease) {
-          const got = await within(leader.elected, 5_000, `${step}: candidate ${leader.id} elected`).catch(async (e) => {
-            const diag = {
-              info: await inspect(admin, name),
-              q: await admin.sendCommand(["ZRANGE", `${key}:q`, "0", "-1", "WITHSCORES"]),
-              ch: await admin.sendCommand(["PUBSUB", "CHANNELS"]),
-              cands: await Promise.all(candidates.map(async (c) => [c.id, await Promise.race([c.elected.then((l) => l instanceof Error ? String(l) : l.owner + "@" + l.fence), sleep(0).then(() => "pending")])])),
-            };
-            throw new Error(`${e.message} DIAG ${JSON.stringify(diag)}`);
-          });
+          const got = await within(leader.elected, 5_000, `${step}: candidate ${leader.id} elected`).catch(
+            async (e) => {
+              const diag = {
+                info: await inspect(admin, name),
+                q: await admin.sendCommand(["ZRANGE", `${key}:q`, "0", "-1", "WITHSCORES"]),
+                ch: await admin.sendCommand(["PUBSUB", "CHANNELS"]),
+                cands: await Promise.all(candidates.map(async (c) => [
+                  c.id,
+                  await Promise.race([
+                    c.elected.then((l) => l instanceof Error ? String(l) : l.owner + "@" + l.fence),
+                    sleep(0).then(() => "pending"),
+                  ]),
+                ])),
+              };
+              throw new Error(`${e.message} DIAG ${JSON.stringify(diag)}`);
+            },
+          );
           if (got instanceof Error) throw failure(step, `candidate ${leader.id} failed: ${got}`);
           assert.ok(got.fence > maxTerm, `${step}: term ${got.fence} above ${maxTerm}`);
           maxTerm = got.fence;
@@ -419,7 +458,8 @@ describe(`model of leader election (${runtimeName()})`, () => {
           assert.equal(early, undefined, `${step}: candidate ${c.id} elected out of turn: ${String(early)}`);
         }
         const want = leader ? `${leader.lease!.owner}|${leader.lease!.fence}|${value}` : "vacant";
-        const show = (s: LeaderState | undefined) => s && (s.leader === undefined ? "vacant" : `${s.leader}|${s.term}|${s.value}`);
+        const show = (s: LeaderState | undefined) =>
+          s && (s.leader === undefined ? "vacant" : `${s.leader}|${s.term}|${s.value}`);
         const end = performance.now() + 5_000;
         while (show(seen[seen.length - 1]) !== want) {
           if (performance.now() > end) throw failure(step, `the observer never showed ${want}`);
@@ -436,7 +476,10 @@ describe(`model of leader election (${runtimeName()})`, () => {
       // A leadership that ended behind its holder's back is never silent: its signal aborts.
       for (const l of formers) {
         const reason = await abortedWithin(l.signal, 5_000);
-        assert.ok(reason instanceof LeaseLostError || (reason as Error)?.name === "AbortError", `a former leader's signal: ${String(reason)}`);
+        assert.ok(
+          reason instanceof LeaseLostError || (reason as Error)?.name === "AbortError",
+          `a former leader's signal: ${String(reason)}`,
+        );
       }
     } finally {
       for (const c of candidates) c.stop.abort();
@@ -454,7 +497,9 @@ describe(`model of leader election (${runtimeName()})`, () => {
       await fc.assert(property, { numRuns: example ? 0 : RUNS, seed: SEED, examples: example });
     } catch (e) {
       const cause = (e as { cause?: unknown }).cause;
-      throw new Error(`${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`);
+      throw new Error(
+        `${(e as Error).message}\n\nFailed with: ${cause instanceof Error ? cause.message : String(cause)}`,
+      );
     }
   });
 });

@@ -8,7 +8,7 @@ import { redlock } from "../src/redlock.ts";
 import { nodeRedisDriver } from "../src/_node_redis.ts";
 import type { Driver } from "../src/driver.ts";
 import { acquireAll } from "../src/_scripts.ts";
-import { type Client, type RedisServer, noCommands, sleep, startRedis, abortedWithin } from "./_redis.ts";
+import { abortedWithin, type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -16,7 +16,6 @@ let b: Client;
 let admin: Client;
 let n = 0;
 const fresh = () => `names-test-${++n}-${Math.random().toString(36).slice(2)}`;
-
 
 async function evalshaCalls(): Promise<number> {
   const info = await admin.info("commandstats");
@@ -202,7 +201,11 @@ describe("several names at once: edge cases", () => {
     gate.delayAll = 2_985;
     const lease = await acquire(driver, [x, y], { leaseMs: 3_000, waitMs: 10_000 });
     gate.delayAll = 0;
-    assert.deepEqual((await inspect(admin, x)).owners.map((o) => o.holds), [1], "one hold, not a re-entry of a stale one");
+    assert.deepEqual(
+      (await inspect(admin, x)).owners.map((o) => o.holds),
+      [1],
+      "one hold, not a re-entry of a stale one",
+    );
     assert.equal(await release(lease), true);
     assert.equal((await inspect(admin, x)).held, false);
     assert.equal((await inspect(admin, y)).held, false);
@@ -219,4 +222,3 @@ describe("several names at once: edge cases", () => {
     await release(single);
   });
 });
-

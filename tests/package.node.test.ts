@@ -358,63 +358,85 @@ describe("npm package (built, packed and installed)", () => {
     assert.match(viaBun.stdout, /fence=\d+/);
   });
 
-  test("the bin alone: with only the tarball installed (no redis), `redlease inspect` runs on Node, Bun and Deno, and through npm exec", {
-    timeout: 150_000,
-  }, async () => {
-    // A project with nothing but redlease: node-redis is an optional peer, so npm does not install it; the CLI
-    // carries its own copy (tsup.config.ts).
-    const bare = join(tmp, "bare");
-    mkdirSync(bare);
-    writeFileSync(join(bare, "package.json"), JSON.stringify({ name: "redlease-bin-only", private: true, type: "module" }));
-    writeFileSync(join(bare, "deno.json"), JSON.stringify({ nodeModulesDir: "manual" }));
-    ok(await run("npm", ["install", tarball, "--no-audit", "--no-fund", "--offline"], bare, 90_000), "npm install (tarball only)");
-    assert.deepEqual(readdirSync(join(bare, "node_modules")).filter((d) => !d.startsWith(".")), ["redlease"]);
-    const dist = readFileSync(join(bare, "node_modules", "redlease", "dist", "cli.js"), "utf8");
-    assert.doesNotMatch(dist, /from\s*["'](redis|@redis\/client)["']|require\(["'](redis|@redis\/client)["']\)/, "node-redis is bundled");
-    assert.match(dist, /RedisSocket/, "node-redis's client is in dist/cli.js");
-    // …and only there: the library's entries and chunks keep `redis` an optional peer.
-    const distDir = join(bare, "node_modules", "redlease", "dist");
-    for (const file of readdirSync(distDir).filter((f) => /\.c?js$/.test(f) && f !== "cli.js")) {
-      assert.doesNotMatch(readFileSync(join(distDir, file), "utf8"), /RedisSocket/, `dist/${file} bundles node-redis`);
-    }
-
-    // A labelled hold for it to show.
-    const client = await srv.client();
-    const name = "pkg:bin-only";
-    const lease = await acquire(client, name, { label: "packaged job" });
-    try {
-      const args = ["inspect", "pkg:*", "--url", srv.url];
-      const wantedOut = new RegExp(
-        `^redis://127\\.0\\.0\\.1:${srv.port}/0, prefix 'redlease': 1 held lease matches 'pkg:\\*'\n` +
-          `NAME .* HOLDER\n${name} +exclusive .* packaged job\n$`,
+  test(
+    "the bin alone: with only the tarball installed (no redis), `redlease inspect` runs on Node, Bun and Deno, and through npm exec",
+    {
+      timeout: 150_000,
+    },
+    async () => {
+      // A project with nothing but redlease: node-redis is an optional peer, so npm does not install it; the CLI
+      // carries its own copy (tsup.config.ts).
+      const bare = join(tmp, "bare");
+      mkdirSync(bare);
+      writeFileSync(
+        join(bare, "package.json"),
+        JSON.stringify({ name: "redlease-bin-only", private: true, type: "module" }),
       );
-      const redleaseBin = join(bare, "node_modules", ".bin", "redlease");
-      // npx / npm exec from a directory with no project, with a cache of its own: the tarball as a user's
-      // `npx -p redlease redlease` gets the package.
-      const empty = join(tmp, "empty");
-      mkdirSync(empty);
-      const npxEnv = { ...env, npm_config_cache: join(tmp, "npm-cache") };
-      const ways: Array<[string, () => Promise<Ran>]> = [
-        ["Node (node_modules/.bin)", () => run(redleaseBin, args, bare, 30_000)],
-        ["Bun", () => run(bin("bun"), [redleaseBin, ...args], bare, 30_000)],
-        ["Deno (npm:redlease)", () => run(bin("deno"), ["run", "-A", "--cached-only", "npm:redlease", ...args], bare, 60_000)],
-        [
-          "npm exec --package=<tarball> (npx -p)",
-          () => runProcess("npm", ["exec", "--offline", "--yes", `--package=${tarball}`, "--", "redlease", ...args], {
-            cwd: empty,
-            env: npxEnv,
-            timeoutMs: 90_000,
-          }),
-        ],
-      ];
-      for (const [title, way] of ways) {
-        const r = ok(await way(), title);
-        assert.match(r.stdout, wantedOut, `${title}:\n${r.stdout}\n${r.stderr}`);
+      writeFileSync(join(bare, "deno.json"), JSON.stringify({ nodeModulesDir: "manual" }));
+      ok(
+        await run("npm", ["install", tarball, "--no-audit", "--no-fund", "--offline"], bare, 90_000),
+        "npm install (tarball only)",
+      );
+      assert.deepEqual(readdirSync(join(bare, "node_modules")).filter((d) => !d.startsWith(".")), ["redlease"]);
+      const dist = readFileSync(join(bare, "node_modules", "redlease", "dist", "cli.js"), "utf8");
+      assert.doesNotMatch(
+        dist,
+        /from\s*["'](redis|@redis\/client)["']|require\(["'](redis|@redis\/client)["']\)/,
+        "node-redis is bundled",
+      );
+      assert.match(dist, /RedisSocket/, "node-redis's client is in dist/cli.js");
+      // …and only there: the library's entries and chunks keep `redis` an optional peer.
+      const distDir = join(bare, "node_modules", "redlease", "dist");
+      for (const file of readdirSync(distDir).filter((f) => /\.c?js$/.test(f) && f !== "cli.js")) {
+        assert.doesNotMatch(
+          readFileSync(join(distDir, file), "utf8"),
+          /RedisSocket/,
+          `dist/${file} bundles node-redis`,
+        );
       }
-    } finally {
-      await release(lease);
-    }
-  });
+
+      // A labelled hold for it to show.
+      const client = await srv.client();
+      const name = "pkg:bin-only";
+      const lease = await acquire(client, name, { label: "packaged job" });
+      try {
+        const args = ["inspect", "pkg:*", "--url", srv.url];
+        const wantedOut = new RegExp(
+          `^redis://127\\.0\\.0\\.1:${srv.port}/0, prefix 'redlease': 1 held lease matches 'pkg:\\*'\n` +
+            `NAME .* HOLDER\n${name} +exclusive .* packaged job\n$`,
+        );
+        const redleaseBin = join(bare, "node_modules", ".bin", "redlease");
+        // npx / npm exec from a directory with no project, with a cache of its own: the tarball as a user's
+        // `npx -p redlease redlease` gets the package.
+        const empty = join(tmp, "empty");
+        mkdirSync(empty);
+        const npxEnv = { ...env, npm_config_cache: join(tmp, "npm-cache") };
+        const ways: Array<[string, () => Promise<Ran>]> = [
+          ["Node (node_modules/.bin)", () => run(redleaseBin, args, bare, 30_000)],
+          ["Bun", () => run(bin("bun"), [redleaseBin, ...args], bare, 30_000)],
+          [
+            "Deno (npm:redlease)",
+            () => run(bin("deno"), ["run", "-A", "--cached-only", "npm:redlease", ...args], bare, 60_000),
+          ],
+          [
+            "npm exec --package=<tarball> (npx -p)",
+            () =>
+              runProcess("npm", ["exec", "--offline", "--yes", `--package=${tarball}`, "--", "redlease", ...args], {
+                cwd: empty,
+                env: npxEnv,
+                timeoutMs: 90_000,
+              }),
+          ],
+        ];
+        for (const [title, way] of ways) {
+          const r = ok(await way(), title);
+          assert.match(r.stdout, wantedOut, `${title}:\n${r.stdout}\n${r.stderr}`);
+        }
+      } finally {
+        await release(lease);
+      }
+    },
+  );
 
   test("every built subpath loads on Node with import and with require, exporting the same names", {
     timeout: 90_000,

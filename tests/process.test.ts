@@ -34,7 +34,9 @@ describe(`processes (${runtimeName()})`, () => {
 
   test("mutual exclusion holds across 4 processes doing read-sleep-write under withLock()", async () => {
     const name = `mutex-${Date.now()}`;
-    const results = await Promise.all(Array.from({ length: 4 }, () => run("counter_worker.ts", [srv.url, name, "25"], 60_000)));
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () => run("counter_worker.ts", [srv.url, name, "25"], 60_000)),
+    );
     for (const r of results) assert.equal(r.code, 0, r.stderr);
     assert.equal(await admin.get(`${name}:counter`), "100");
     assert.equal(await admin.get(`${name}:overlaps`), null);

@@ -14,7 +14,7 @@ import {
   type WaiterMessage,
 } from "../src/_protocol.ts";
 import { inspect } from "../mod.ts";
-import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let admin: Client;
@@ -66,7 +66,11 @@ describe("the lease protocol", () => {
     await acquireCall(st, keys, { kind: "x", owner: "svc-3", ms: 30_000, attempt: second }); // re-entered: 2 holds
     assert.equal(await releaseCall(st, keys, { kind: "x", owner: "svc-3", attempt: second }), "kept");
     assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "svc-3", holds: 1 }]);
-    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "svc-3", attempt: attemptId() }), "not-held", "other attempts: nothing");
+    assert.equal(
+      await releaseCall(st, keys, { kind: "x", owner: "svc-3", attempt: attemptId() }),
+      "not-held",
+      "other attempts: nothing",
+    );
     assert.equal(await releaseCall(st, keys, { kind: "x", owner: "svc-3" }), "freed");
   });
 
@@ -75,8 +79,20 @@ describe("the lease protocol", () => {
     const keys = keysOf("redlease", name);
     const h = await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 30_000, attempt: attemptId() });
     const [w1, w2] = [attemptId(), attemptId()];
-    const q1 = await acquireCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, attempt: w1, entry: entryOf(w1, "w1") });
-    const q2 = await acquireCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
+    const q1 = await acquireCall(st, keys, {
+      kind: "x",
+      owner: "w1",
+      ms: 30_000,
+      attempt: w1,
+      entry: entryOf(w1, "w1"),
+    });
+    const q2 = await acquireCall(st, keys, {
+      kind: "x",
+      owner: "w2",
+      ms: 30_000,
+      attempt: w2,
+      entry: entryOf(w2, "w2"),
+    });
     assert.equal(q1.fence, undefined);
     assert.equal(q1.queuedNow, true);
     assert.ok(q2.queuedAt! >= q1.queuedAt!);
@@ -91,14 +107,30 @@ describe("the lease protocol", () => {
     assert.ok(grant.grantedAt >= grant.queuedAt);
     assert.equal(messages.find((m) => m.attempt === w2), undefined, "the next waiter is not woken by the handoff");
     // Within the window, the next waiter is told how long is left of it.
-    const early = await acquireCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
+    const early = await acquireCall(st, keys, {
+      kind: "x",
+      owner: "w2",
+      ms: 30_000,
+      attempt: w2,
+      entry: entryOf(w2, "w2"),
+    });
     assert.ok(early.retryMs! > 0 && early.retryMs! <= 201, `retry in ${early.retryMs} ms`);
     // Not claimed within 200 ms: the next waiter's re-check takes it back and gets it.
     await sleep(250);
-    const late = await acquireCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2") });
+    const late = await acquireCall(st, keys, {
+      kind: "x",
+      owner: "w2",
+      ms: 30_000,
+      attempt: w2,
+      entry: entryOf(w2, "w2"),
+    });
     assert.ok(late.fence! > grant.fence, "passed on with a newer fence");
     assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "w2", holds: 1 }]);
-    assert.equal(await extendCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, fence: grant.fence }), false, "a late claim fails");
+    assert.equal(
+      await extendCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, fence: grant.fence }),
+      false,
+      "a late claim fails",
+    );
     // A grant claimed in time stays.
     const w3 = attemptId();
     await acquireCall(st, keys, { kind: "x", owner: "w3", ms: 30_000, attempt: w3, entry: entryOf(w3, "w3") });
@@ -122,7 +154,13 @@ describe("the lease protocol", () => {
     await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence });
     const again = await acquireCall(st, keys, { kind: "x", owner: "svc", ms: 30_000, attempt: attemptId() }); // re-enters
     // The waiter's own re-check still recognises its grant: no third hold.
-    const mine = await acquireCall(st, keys, { kind: "x", owner: "svc", ms: 30_000, attempt: w1, entry: entryOf(w1, "svc") });
+    const mine = await acquireCall(st, keys, {
+      kind: "x",
+      owner: "svc",
+      ms: 30_000,
+      attempt: w1,
+      entry: entryOf(w1, "svc"),
+    });
     assert.equal(mine.fence, again.fence);
     assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "svc", holds: 2 }]);
   });

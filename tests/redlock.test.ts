@@ -18,7 +18,9 @@ async function nodes(count: number) {
 
 async function keysOn(clients: Client[], name: string): Promise<number> {
   let held = 0;
-  for (const c of clients) if ((await c.exists(`redlease:{${name}}`).catch(() => 0)) === 1 && (await inspect(c, name)).held) held++;
+  for (const c of clients) {
+    if ((await c.exists(`redlease:{${name}}`).catch(() => 0)) === 1 && (await inspect(c, name)).held) held++;
+  }
   return held;
 }
 
@@ -114,7 +116,10 @@ describe("Redlock over 5 independent masters", () => {
     assert.throws(() => redlock([a[0], a[1]]), RangeError);
     assert.throws(() => redlock([a[0], a[0], a[1]]), RangeError);
     assert.throws(() => redlock([a[0], a[1], {}] as never), TypeError);
-    await assert.rejects(acquire(a as never, "x"), /for Redlock, pass redlock\(\[\.\.\.clients\]\) from redlease\/redlock/);
+    await assert.rejects(
+      acquire(a as never, "x"),
+      /for Redlock, pass redlock\(\[\.\.\.clients\]\) from redlease\/redlock/,
+    );
     await assert.rejects(acquire(redlock(a), "x", { replicas: 1 }), TypeError);
     await assert.rejects(acquire(redlock(a), "x", { nodeTimeoutMs: 0 }), RangeError);
   });
@@ -141,12 +146,14 @@ describe("Redlock over 5 independent masters", () => {
     const name = fresh();
     const lease = await acquire(redlock(a), name, { nodeTimeoutMs: 50 });
     // A majority of the nodes answer after 300 ms (busy, or a slow network): well within the release's own bound.
-    const stalls = await Promise.all(a.slice(0, 3).map(async (c) => {
-      const stall = c.duplicate();
-      stall.on("error", () => {});
-      await stall.connect();
-      return stall;
-    }));
+    const stalls = await Promise.all(
+      a.slice(0, 3).map(async (c) => {
+        const stall = c.duplicate();
+        stall.on("error", () => {});
+        await stall.connect();
+        return stall;
+      }),
+    );
     const sleeping = stalls.map((c) => c.sendCommand(["DEBUG", "SLEEP", "0.3"]));
     try {
       await sleep(20);
@@ -162,9 +169,12 @@ describe("Redlock over 5 independent masters", () => {
     const name = fresh();
     const [cmd, pre] = runtimeArgs(join(here, "fixtures", "redlock_worker.ts"));
     const urls = servers.map((s) => s.url);
-    const runs = await Promise.all(Array.from({ length: 3 }, () =>
-      runProcess(cmd, [...pre, name, "15", ...urls], { cwd: join(here, ".."), timeoutMs: 60_000 })
-    ));
+    const runs = await Promise.all(
+      Array.from(
+        { length: 3 },
+        () => runProcess(cmd, [...pre, name, "15", ...urls], { cwd: join(here, ".."), timeoutMs: 60_000 }),
+      ),
+    );
     const codes = runs.map((r) => r.code);
     assert.deepEqual(codes, [0, 0, 0]);
     assert.equal(await a[0].get(`${name}:counter`), "45");
@@ -179,7 +189,10 @@ describe("Redlock over 5 independent masters", () => {
     const lease = await acquire(redlock(a), name, { nodeTimeoutMs: 50 });
     assert.equal(await keysOn(a.slice(0, 3), name), 3);
     await release(lease);
-    const held = await acquire(redlock(b.slice(0, 3).concat(b.slice(3))), fresh(), { watchdogMs: 600, nodeTimeoutMs: 50 });
+    const held = await acquire(redlock(b.slice(0, 3).concat(b.slice(3))), fresh(), {
+      watchdogMs: 600,
+      nodeTimeoutMs: 50,
+    });
     process.kill(servers[2].pid, "SIGKILL");
     await sleep(100);
     const t0 = performance.now();

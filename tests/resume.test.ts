@@ -5,14 +5,13 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, extend, forceUnlock, inspect, LeaseLostError, LockTimeoutError, release, resume } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
-import { type Client, noCommands, type RedisServer, sleep, startRedis, holdsOf, abortedWithin } from "./_redis.ts";
+import { abortedWithin, type Client, holdsOf, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
 let b: Client;
 let n = 0;
 const fresh = () => `resume-test-${++n}-${Math.random().toString(36).slice(2)}`;
-
 
 // A client that sends nothing (any command fails the call): a TypeError proves the input was rejected before any
 // command.
@@ -68,7 +67,11 @@ describe("owner scope, lease.token and resume()", () => {
     assert.equal(held.fence, lease.fence);
     assert.equal(held.token, lease.token);
     assert.ok(held.expiresAt > performance.now());
-    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: lease.owner, holds: 1 }], "the same hold, not a second");
+    assert.deepEqual(
+      holdsOf(await inspect(a, name)),
+      [{ owner: lease.owner, holds: 1 }],
+      "the same hold, not a second",
+    );
     // Another owner still cannot get in, and the hold outlives its TTL while both renew it.
     await sleep(1_300);
     await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
@@ -134,7 +137,8 @@ describe("owner scope, lease.token and resume()", () => {
     const lease = await acquire(a, fresh(), { leaseMs: 5_000 });
     const good = lease.token;
     const body = good.slice(4);
-    const enc = (v: unknown) => "rl1." + btoa(JSON.stringify(v)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+    const enc = (v: unknown) =>
+      "rl1." + btoa(JSON.stringify(v)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
     const bad: unknown[] = [
       undefined,
       42,
@@ -183,7 +187,10 @@ describe("owner scope, lease.token and resume()", () => {
     const name = fresh();
     const lease = await acquire(a, name, { leaseMs: 10_000 });
     await forceUnlock(b, name); // the holding client has not heard of it yet
-    await assert.rejects(resume(a, lease.token, { leaseMs: 10_000 }), (e) => e instanceof LeaseLostError && e.why === "not-held");
+    await assert.rejects(
+      resume(a, lease.token, { leaseMs: 10_000 }),
+      (e) => e instanceof LeaseLostError && e.why === "not-held",
+    );
     assert.equal((await inspect(b, name)).held, false, "no new grant left behind");
     const other = await acquire(b, name, { leaseMs: 10_000 });
     await assert.rejects(resume(a, lease.token), (e) => e instanceof LeaseLostError && e.why === "not-held");
@@ -227,7 +234,9 @@ describe("owner scope, lease.token and resume()", () => {
   test("a Redlock lease has no token", async () => {
     const name = fresh();
     const others = await Promise.all([startRedis(), startRedis()]);
-    const lease = await acquire(redlock([a, await others[0].client(), await others[1].client()]), name, { leaseMs: 5_000 });
+    const lease = await acquire(redlock([a, await others[0].client(), await others[1].client()]), name, {
+      leaseMs: 5_000,
+    });
     assert.throws(() => lease.token, (e: Error) => e instanceof TypeError && /Redlock/.test(e.message));
     await release(lease);
     await Promise.all(others.map((o) => o.stop()));

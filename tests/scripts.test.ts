@@ -143,7 +143,13 @@ describe("eviction policy warning", () => {
     assert.equal(warned.length, 1, warned.join("\n"));
     assert.match(warned[0], /lease 'gb' was not surely given back \(Error: LOADING/);
     // A logger that throws: the give-back settles, and nothing is left unhandled (the test runner would fail on it).
-    configure(driver, { logger: { warn: () => { throw new Error("warn broke"); } } });
+    configure(driver, {
+      logger: {
+        warn: () => {
+          throw new Error("warn broke");
+        },
+      },
+    });
     await giveBack(stateOf(driver), keysOf("redlease", "gb"), { kind: "x", owner: "me" }, 300, "gb");
     await new Promise((r) => setTimeout(r, 700));
   });

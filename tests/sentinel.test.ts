@@ -4,15 +4,15 @@ import {
   acquire,
   campaign,
   inspect,
-  type Lease,
   type LeaderState,
+  type Lease,
   LeaseLostError,
   observe,
   proclaim,
   release,
   ReplicationError,
 } from "../mod.ts";
-import { pause, resume, sleep, startSentinel, type StartedSentinel } from "./_topology.ts";
+import { pause, resume, sleep, type StartedSentinel, startSentinel } from "./_topology.ts";
 import { holdsOf } from "./_redis.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
 
@@ -27,10 +27,12 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
 }
 
 function parseInfo(text: string): Record<string, string> {
-  return Object.fromEntries(text.split(/\r?\n/).filter((l) => l.includes(":")).map((l) => {
-    const i = l.indexOf(":");
-    return [l.slice(0, i), l.slice(i + 1)];
-  }));
+  return Object.fromEntries(
+    text.split(/\r?\n/).filter((l) => l.includes(":")).map((l) => {
+      const i = l.indexOf(":");
+      return [l.slice(0, i), l.slice(i + 1)];
+    }),
+  );
 }
 
 describe("primary + replica + 3 sentinels", () => {
@@ -150,8 +152,10 @@ describe("primary + replica + 3 sentinels", () => {
     await Promise.all(pairs.map(async ([name, owner]) => {
       const before = await ttl(name, owner);
       assert.ok(before > 0, `${name} held by ${owner}`);
-      await until(`a renewal of ${name} by ${owner} on the new primary`, async () =>
-        (await ttl(name, owner)) > before + 1_000 || undefined);
+      await until(
+        `a renewal of ${name} by ${owner} on the new primary`,
+        async () => (await ttl(name, owner)) > before + 1_000 || undefined,
+      );
     }));
     for (const l of held) assert.equal(l.signal.aborted, false, `${l.name}: ${String(l.signal.reason)}`);
 
@@ -161,16 +165,22 @@ describe("primary + replica + 3 sentinels", () => {
       (await s.command(newPort, "PUBSUB", "CHANNELS", pattern) as string[]).length;
     const subscribers = async (channel: string) =>
       Number((await s.command(newPort, "PUBSUB", "NUMSUB", channel) as string[])[1]);
-    await until("the subscriptions on the new primary", async () =>
-      (await subscribers(`redlease:{${el}}:o`)) === 1 && (await channels(`redlease:{${rw}}:w:*`)) === 1 &&
-        (await channels(`redlease:{${pn}}:w:*`)) === 1 || undefined);
+    await until(
+      "the subscriptions on the new primary",
+      async () =>
+        (await subscribers(`redlease:{${el}}:o`)) === 1 && (await channels(`redlease:{${rw}}:w:*`)) === 1 &&
+          (await channels(`redlease:{${pn}}:w:*`)) === 1 || undefined,
+    );
     assert.equal(seen.length, observed, JSON.stringify(seen));
 
     // Release on the new primary: the resignation is observed, and the waiters queued before the failover are
     // granted (fences beyond the holds they waited for).
     assert.equal(await release(leader), true);
     const resignedAt = performance.now();
-    await until("the observer to see the vacancy", () => Promise.resolve(seen.at(-1)?.leader === undefined || undefined));
+    await until(
+      "the observer to see the vacancy",
+      () => Promise.resolve(seen.at(-1)?.leader === undefined || undefined),
+    );
     const tookMs = (performance.now() - resignedAt).toFixed(0);
     console.log(`after the failover the observer saw the resignation in ${tookMs} ms`);
     assert.deepEqual(seen.at(-1), { leader: undefined, term: leader.fence, value: undefined, remainingMs: 0 });
@@ -214,7 +224,11 @@ describe("primary + replica + 3 sentinels", () => {
     let told!: (subscribers: number) => void;
     const resubscribed = new Promise<number>((r) => (told = r));
     // At the moment it tells, the channel has its subscriber on the new primary: nothing published from then is lost.
-    driver.onResubscribed!(() => void s.currentMaster().then((m) => s.command(m.port, "PUBSUB", "NUMSUB", channel)).then((r) => told(Number((r as unknown[])[1]))));
+    driver.onResubscribed!(() =>
+      void s.currentMaster().then((m) => s.command(m.port, "PUBSUB", "NUMSUB", channel)).then((r) =>
+        told(Number((r as unknown[])[1]))
+      )
+    );
     await s.killMaster();
     const newPort = await s.waitForFailover(s.master.port);
     const subscribers = await Promise.race([resubscribed, sleep(20_000).then(() => "never told")]);
@@ -234,7 +248,10 @@ describe("primary + replica + 3 sentinels", () => {
     pause(s.replicas[0].pid);
     await s.command(s.master.port, "CLIENT", "KILL", "TYPE", "replica");
     const unsafe = await acquire(client, "ledger", { watchdogMs: 15_000 });
-    const refused = await acquire(client, "ledger-safe", { replicas: 1, replicaTimeoutMs: 300 }).then(() => null, (e) => e);
+    const refused = await acquire(client, "ledger-safe", { replicas: 1, replicaTimeoutMs: 300 }).then(
+      () => null,
+      (e) => e,
+    );
     assert.ok(refused instanceof ReplicationError, String(refused));
     assert.equal(refused.acknowledged, 0);
     const primary = await s.nodeClient(s.master.port);
@@ -250,7 +267,9 @@ describe("primary + replica + 3 sentinels", () => {
     assert.ok(second.fence > 0);
     // ... and the first holder learns of it at its next renewal (every 5 s here), never silently.
     const reason = await new Promise<unknown>((r) =>
-      unsafe.signal.aborted ? r(unsafe.signal.reason) : unsafe.signal.addEventListener("abort", () => r(unsafe.signal.reason))
+      unsafe.signal.aborted
+        ? r(unsafe.signal.reason)
+        : unsafe.signal.addEventListener("abort", () => r(unsafe.signal.reason))
     );
     assert.ok(reason instanceof LeaseLostError);
     assert.equal(reason.why, "not-held");

@@ -20,7 +20,7 @@ import {
 import { redlock } from "../src/redlock.ts";
 import { type ClientState, stateOf } from "../src/_client.ts";
 import { acquireCall, attemptId, keysOf, type Kind, type QueueEntry, releaseCall } from "../src/_protocol.ts";
-import { type Client, noCommands, type RedisServer, sleep, startRedis, abortedWithin } from "./_redis.ts";
+import { abortedWithin, type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -31,11 +31,13 @@ const fresh = () => `shared-test-${++n}-${Math.random().toString(36).slice(2)}`;
 /** Whether `p` settles within `ms` (it keeps running either way). */
 async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
   let t: ReturnType<typeof setTimeout> | undefined;
-  const r = await Promise.race([p.then(() => true, () => true), new Promise<false>((res) => (t = setTimeout(() => res(false), ms)))]);
+  const r = await Promise.race([
+    p.then(() => true, () => true),
+    new Promise<false>((res) => (t = setTimeout(() => res(false), ms))),
+  ]);
   clearTimeout(t);
   return r;
 }
-
 
 const idle = noCommands();
 
@@ -66,7 +68,11 @@ describe("shared leases", () => {
     assert.ok(performance.now() - t0 < 1_000, "woken by the release, not by polling");
     assert.equal(writer.kind, "exclusive");
     assert.ok(writer.fence > r2.fence);
-    await assert.rejects(acquire(a, name, { shared: true, waitMs: 0 }), LockTimeoutError, "readers wait for the writer");
+    await assert.rejects(
+      acquire(a, name, { shared: true, waitMs: 0 }),
+      LockTimeoutError,
+      "readers wait for the writer",
+    );
     await release(writer);
     assert.deepEqual((await inspect(a, name)).owners, []);
   });
@@ -78,12 +84,17 @@ describe("shared leases", () => {
     await sleep(100);
     // A reader arriving after the writer queues behind it, though only readers hold now.
     await assert.rejects(acquire(a, name, { shared: true, waitMs: 0 }), LockTimeoutError);
-    const later = [acquire(a, name, { shared: true, waitMs: 10_000 }), acquire(b, name, { shared: true, waitMs: 10_000 })];
+    const later = [
+      acquire(a, name, { shared: true, waitMs: 10_000 }),
+      acquire(b, name, { shared: true, waitMs: 10_000 }),
+    ];
     await sleep(100);
     assert.equal((await inspect(a, name)).waiters, 3);
     await release(r1);
     const writer = await w;
-    for (const p of later) assert.equal(await settlesWithin(p, 100), false, "readers queued behind the writer wait for it");
+    for (const p of later) {
+      assert.equal(await settlesWithin(p, 100), false, "readers queued behind the writer wait for it");
+    }
     await release(writer);
     const readers = await Promise.all(later);
     const info = await inspect(a, name);
@@ -388,4 +399,3 @@ describe("shared leases and permits: edge cases at the protocol level", () => {
     assert.deepEqual((await inspect(admin, name)).owners.map((o) => o.owner).sort(), ["N", "W"]);
   });
 });
-

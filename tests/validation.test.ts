@@ -35,7 +35,13 @@ const bad: Array<[string, unknown, object | undefined, ErrorConstructor, RegExp]
   ["string waitMs", "n", { waitMs: "5" }, TypeError, /'waitMs'/],
   ["signal that is not an AbortSignal", "n", { signal: {} }, TypeError, /'signal' must be an AbortSignal/],
   ["empty owner", "n", { owner: "" }, RangeError, /'owner'/],
-  ["owner that is neither string nor Lease", "n", { owner: { owner: "x" } }, TypeError, /'owner' must be a string or a Lease/],
+  [
+    "owner that is neither string nor Lease",
+    "n",
+    { owner: { owner: "x" } },
+    TypeError,
+    /'owner' must be a string or a Lease/,
+  ],
   ["prefix with a brace", "n", { prefix: "a{b}" }, RangeError, /'prefix'/],
   ["options that are not an object", "n", 5 as unknown as object, TypeError, /'options' must be an object/],
 ];
@@ -55,7 +61,10 @@ describe("bad input fails with a clear error before any Redis command", () => {
 
   for (const client of [undefined, null, {}, "redis://localhost", { sendCommand: 1 }]) {
     test(`acquire() rejects a client that is ${JSON.stringify(client)} with TypeError`, async () => {
-      await assert.rejects(anyArgs(acquire, client, "n"), (e: Error) => e instanceof TypeError && /'client'/.test(e.message));
+      await assert.rejects(
+        anyArgs(acquire, client, "n"),
+        (e: Error) => e instanceof TypeError && /'client'/.test(e.message),
+      );
     });
   }
 
@@ -66,7 +75,10 @@ describe("bad input fails with a clear error before any Redis command", () => {
   });
 
   test("withLock() rejects a non-function callback with TypeError", async () => {
-    await assert.rejects(anyArgs(withLock, idle, "n", "not a function"), (e: Error) => e instanceof TypeError && /'fn' must be a function/.test(e.message));
+    await assert.rejects(
+      anyArgs(withLock, idle, "n", "not a function"),
+      (e: Error) => e instanceof TypeError && /'fn' must be a function/.test(e.message),
+    );
   });
 
   test("forceUnlock() and inspect() check the name and prefix", async () => {
@@ -77,7 +89,10 @@ describe("bad input fails with a clear error before any Redis command", () => {
   });
 
   test("release() and extend() reject something that is not a Lease", async () => {
-    await assert.rejects(anyArgs(release, { name: "n", owner: "o" }), (e: Error) => e instanceof TypeError && /'lease'/.test(e.message));
+    await assert.rejects(
+      anyArgs(release, { name: "n", owner: "o" }),
+      (e: Error) => e instanceof TypeError && /'lease'/.test(e.message),
+    );
     await assert.rejects(anyArgs(extend, undefined), TypeError);
   });
 
@@ -185,7 +200,10 @@ describe("the usual client mistakes are named, with what to do, before any Redis
     const cluster = new IORedisCluster([{ host: "127.0.0.1", port: srv.port }], { lazyConnect: true });
     try {
       for (const client of [standalone, cluster]) {
-        await refusedEverywhere(client, /is an ioredis client: wrap it with ioredis\(client\) from "redlease\/ioredis"/);
+        await refusedEverywhere(
+          client,
+          /is an ioredis client: wrap it with ioredis\(client\) from "redlease\/ioredis"/,
+        );
       }
       // Nothing was sent: a lazyConnect client connects on its first command.
       assert.equal(standalone.status, "wait");

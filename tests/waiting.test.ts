@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, type Driver, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-import { type Client, type RedisServer, sleep, startRedis, holdsOf } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -123,7 +123,9 @@ describe("waiting for a held lease", () => {
     await doomed.disconnect();
     for (const line of list.split("\n")) {
       const id = /id=(\d+)/.exec(line)?.[1];
-      if (id && /cmd=(ssubscribe|subscribe)/.test(line)) await c.sendCommand(["CLIENT", "KILL", "ID", id]).catch(() => {});
+      if (id && /cmd=(ssubscribe|subscribe)/.test(line)) {
+        await c.sendCommand(["CLIENT", "KILL", "ID", id]).catch(() => {});
+      }
     }
     assert.equal((await inspect(c, name)).waiters, 2, "the dead waiter's entry is still queued");
     await release(holder);

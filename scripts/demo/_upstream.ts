@@ -42,7 +42,12 @@ function pct(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
-export async function runUpstream(url: string, ns: string, variant: UpstreamVariant, c: UpstreamConfig): Promise<UpstreamResult> {
+export async function runUpstream(
+  url: string,
+  ns: string,
+  variant: UpstreamVariant,
+  c: UpstreamConfig,
+): Promise<UpstreamResult> {
   let inFlight = 0, maxInFlight = 0, rejected = 0;
   /** The upstream: serves a call in callMs, or refuses it at once when `limit` calls are in flight. */
   const upstream = async (): Promise<boolean> => {
