@@ -87,12 +87,16 @@ export function bounded<T, R = T>(
  * const client: NodeRedisClient = await createClient({ url: "redis://localhost:6379" }).connect();
  * ```
  */
-export interface NodeRedisClient {
-  /** node-redis's raw command (its parameters differ between a client, a cluster and a sentinel). */
-  sendCommand(...args: never[]): Promise<unknown>;
-  /** `true` from `connect()` on (while reconnecting too), `false` before it and once closed. */
-  readonly isOpen: boolean;
-}
+export type NodeRedisClient =
+  & {
+    /** node-redis's raw command (its parameters differ between a client, a cluster and a sentinel). */
+    sendCommand(...args: never[]): Promise<unknown>;
+    /** `true` from `connect()` on (while reconnecting too), `false` before it and once closed. */
+    readonly isOpen: boolean;
+  }
+  // A client or cluster (duplicate), or a sentinel (getMasterNode): not a v5 pool, nor a client leased from a
+  // sentinel, which cannot subscribe for waiters.
+  & ({ duplicate(...args: never[]): unknown } | { getMasterNode(...args: never[]): unknown });
 
 /**
  * A client redlease accepts: a {@linkcode Driver} (what the adapters `ioredis()`, `bunRedis()`, `upstash()` and
@@ -120,20 +124,25 @@ export type RedisLike = Driver | NodeRedisClient;
  * // TypeError: Cannot acquire lease as 'client' is a Promise: await it first (…)
  * ```
  */
-export function checkClient(op: string, client: unknown): asserts client is RedisLike {
+export function checkClient(
+  op: string,
+  client: unknown,
+  what = "client",
+  closedOk = false,
+): asserts client is RedisLike {
   if (isDriver(client)) return;
   const c = client as Record<string, unknown> | null | undefined;
   const is = (...names: string[]) => names.every((n) => typeof c?.[n] === "function");
   let why: string;
   if (isNodeRedis(client)) {
-    if (c!.isOpen !== false) return;
+    if (c!.isOpen !== false || closedOk) return;
     why =
       "is a node-redis client that is not connected: await client.connect() first (a closed client must be connected again)";
   } else if (is("then")) why = "is a Promise: await it first (`await createClient().connect()` resolves to the client)";
   else if (is("evalsha", "call")) why = 'is an ioredis client: wrap it with ioredis(client) from "redlease/ioredis"';
   else if (is("send")) why = 'is a Bun RedisClient: wrap it with bunRedis(client) from "redlease/bun"';
-  else fail(op, "client", "must be a node-redis client or a redlease Driver", client);
-  throw new TypeError(`Cannot ${op} as 'client' ${why}`);
+  else fail(op, what, "must be a node-redis client or a redlease Driver", client);
+  throw new TypeError(`Cannot ${op} as '${what}' ${why}`);
 }
 
 function errorCode(e: unknown): string {

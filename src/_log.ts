@@ -8,6 +8,10 @@ export function log(
   details: LogDetails,
 ): void {
   try {
-    logger?.[level]?.(message, details);
+    const r: unknown = logger?.[level]?.(message, details);
+    // An async logger's rejection is its own too.
+    if (typeof (r as PromiseLike<unknown> | undefined)?.then === "function") {
+      (r as Promise<unknown>).then(undefined, () => {});
+    }
   } catch { /* the logger's own failure: redlease goes on */ }
 }

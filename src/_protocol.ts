@@ -103,7 +103,8 @@ export function newOwner(o: Resolved): string {
 /** The label of an owner made by newOwner(), else undefined. */
 export function labelOf(owner: string): string | undefined {
   const at = owner.indexOf(" ");
-  return at > 0 && /^[\w-]+$/.test(owner.slice(0, at)) ? owner.slice(at + 1) : undefined;
+  // (An id is attemptId()'s: 16 characters of random base64url and a counter.)
+  return at > 16 && /^[\w-]+$/.test(owner.slice(0, at)) ? owner.slice(at + 1) : undefined;
 }
 
 /**
@@ -148,7 +149,9 @@ export function tokenOf(h: TokenHold): string {
 
 /** The hold a token names, or undefined when `token` is not one (checked before any Redis command). */
 export function parseToken(token: unknown): TokenHold | undefined {
-  if (typeof token !== "string" || !token.startsWith(TOKEN) || token.length > 8_192) return undefined;
+  // (The longest a token gets: a 1024-character name twice, as the name and in its key, and a 512-character owner
+  // with a 256-character label, JSON-escaped and base64url-encoded, is under 64 KB.)
+  if (typeof token !== "string" || !token.startsWith(TOKEN) || token.length > 65_536) return undefined;
   let v: unknown;
   try {
     const bin = atob(token.slice(TOKEN.length).replaceAll("-", "+").replaceAll("_", "/"));

@@ -60,14 +60,12 @@ export class RedlockGroup implements Target {
   }
 
   /** Run `fn` on every node at once; each result is its reply, or the error (a NodeTimeout after the timeout). */
-  all(fn: (st: ClientState, i: number) => Promise<unknown>, perNode = true): Promise<unknown[]> {
+  all(fn: (st: ClientState, i: number) => Promise<unknown>): Promise<unknown[]> {
     return Promise.all(this.nodes.map((st, i) =>
       new Promise<unknown>((resolve) => {
         const ms = this.nodeTimeoutMs;
-        const timer = perNode
-          ? unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${ms} ms`)), ms)
-          : undefined;
-        fn(st, i).then(resolve, resolve).finally(() => timer !== undefined && clearTimeout(timer));
+        const timer = unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${ms} ms`)), ms);
+        fn(st, i).then(resolve, resolve).finally(() => clearTimeout(timer));
       })
     ));
   }
@@ -106,15 +104,25 @@ export class RedlockGroup implements Target {
    * from delaying a grant: a release has no grant to lose, and an answer missed would be reported as "not held").
    * True when a majority released it, false when a majority did not hold it; otherwise the outcome is unknown.
    */
-  async release(hold: Hold, bound: Bound): Promise<boolean> {
-    const rs = await this.all(
-      (st, i) => releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound),
-      false,
-    );
-    const released = rs.filter((r) => typeof r === "string" && r !== "not-held").length;
-    if (released >= this.quorum) return true;
-    if (rs.filter((r) => r === "not-held").length > this.nodes.length - this.quorum) return false;
-    throw new QuorumError(hold.name, released, this.quorum, rs.filter((r) => r instanceof Error));
+  release(hold: Hold, bound: Bound): Promise<boolean> {
+    // Settles as soon as the answers decide it (a slow or dead minority does not delay it); the other calls finish
+    // in the background.
+    return new Promise((resolve, reject) => {
+      const n = this.nodes.length;
+      let released = 0, notHeld = 0, answered = 0;
+      const errors: unknown[] = [];
+      this.nodes.forEach((st, i) => {
+        releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound).then(
+          (r) => void (r === "not-held" ? notHeld++ : released++),
+          (e) => void errors.push(e),
+        ).finally(() => {
+          answered++;
+          if (released >= this.quorum) resolve(true);
+          else if (notHeld > n - this.quorum) resolve(false);
+          else if (answered === n) reject(new QuorumError(hold.name, released, this.quorum, errors));
+        });
+      });
+    });
   }
 }
 

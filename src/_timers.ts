@@ -64,10 +64,17 @@ export function schedule(at: number, fn: () => void): Due {
   // NaN would never be due, and (Math.min) would keep the timer from ever being armed again: run it at once.
   const d: Due = { at: at === at ? at : -Infinity, fn, i: pending.length };
   if (ownTimers) {
-    d.t = unrefTimeout(() => {
+    // Never earlier than `at` (a runtime may round a delay down, and a long one is capped): armed again until due.
+    const own = (): void => {
+      const left = d.at - performance.now();
+      if (left > 0) {
+        d.t = unrefTimeout(own, Math.ceil(left));
+        return;
+      }
       d.i = -1;
       fn();
-    }, d.at - performance.now());
+    };
+    d.t = unrefTimeout(own, Math.ceil(d.at - performance.now()));
     return d;
   }
   pending.push(d);

@@ -149,8 +149,14 @@ export function resolveAcquire(
   if (o.owner !== undefined) {
     if (typeof o.owner === "string") {
       owner = o.owner;
-      if (owner.length === 0 || owner.length > MAX_OWNER) {
-        fail(op, "owner", `must be a non-empty string of at most ${MAX_OWNER} characters`, owner, RangeError);
+      if (owner.length === 0 || owner.length > MAX_OWNER || /\p{Cs}/u.test(owner)) {
+        fail(
+          op,
+          "owner",
+          `must be a non-empty string of at most ${MAX_OWNER} characters, without lone surrogates`,
+          owner,
+          RangeError,
+        );
       }
     } else {
       owner = ownerOf(o.owner as Lease);
@@ -162,8 +168,14 @@ export function resolveAcquire(
   if (label !== undefined) {
     if (typeof label !== "string") fail(op, "label", "must be a string", label);
     // Printable on one line, so that a listing of holders stays a table.
-    if (label.length === 0 || label.length > MAX_LABEL || /\p{Cc}/u.test(label)) {
-      fail(op, "label", `must be 1 to ${MAX_LABEL} characters, without control characters`, label, RangeError);
+    if (label.length === 0 || label.length > MAX_LABEL || /[\p{Cc}\p{Cs}]/u.test(label)) {
+      fail(
+        op,
+        "label",
+        `must be 1 to ${MAX_LABEL} characters, without control characters or lone surrogates`,
+        label,
+        RangeError,
+      );
     }
     // An owner's identity is its string: a label there would make the same owner another one.
     if (o.owner !== undefined) {

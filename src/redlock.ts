@@ -50,7 +50,8 @@ export function redlock(clients: readonly RedisLike[]): Redlock {
   if (clients.length < 3 || clients.length % 2 === 0) {
     fail(op, "clients", "must be an odd number (3, 5, 7, ...) of clients", clients, RangeError);
   }
-  for (const c of clients) checkClient(op, c);
+  // A closed client is a failed node, as Redlock tolerates (a minority of them): it is not refused here.
+  for (const c of clients) checkClient(op, c, "clients", true);
   if (new Set(clients).size !== clients.length) fail(op, "clients", "must not repeat a client", clients, RangeError);
   const list = [...clients];
   return { clients: list, [REDLOCK]: (o) => acquireRedlock(list, o, o.nodeTimeoutMs, o.retryDelayMs) };

@@ -5,6 +5,7 @@ import type { Cluster as IORedisCluster, Redis as IORedis } from "ioredis";
 import type { createClient, createCluster } from "redis";
 import type {
   createClient as createClient5,
+  createClientPool as createClientPool5,
   createCluster as createCluster5,
   createSentinel as createSentinel5,
 } from "redis5";
@@ -115,4 +116,8 @@ export async function refused(): Promise<void> {
   // @ts-expect-error a plain object is no RedisLike
   const notAClient: RedisLike = { evalScript: () => Promise.resolve(1) };
   void notAClient;
+  // A v5 client pool (no subscriber connection for waiters): refused at run time, so refused here too.
+  const pool = null as unknown as ReturnType<typeof createClientPool5>;
+  // @ts-expect-error a v5 client pool is not supported: pass a client
+  await acquire(pool, "n");
 }

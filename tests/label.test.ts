@@ -44,6 +44,7 @@ describe("label", () => {
       ["x".repeat(257), RangeError, /'label' must be 1 to 256 characters/],
       ["two\nlines", RangeError, /without control characters/],
       ["nul\0", RangeError, /without control characters/],
+      ["half \ud83d", RangeError, /lone surrogates/],
     ];
     for (const [label, Err, re] of cases) {
       await assert.rejects(
@@ -52,6 +53,7 @@ describe("label", () => {
       );
     }
     await assert.rejects(acquire(idle, "x", { label: "l", owner: "me" }), /'label' cannot be combined with 'owner'/);
+    await assert.rejects(acquire(idle, "x", { owner: "half \udc00" }), /lone surrogates/);
     await assert.rejects(acquire(idle, ["x", "y"], { label: "" }), RangeError);
     await assert.rejects(campaign(idle, "x", { label: "\t" }), RangeError);
     assert.equal(idle.sent, 0);
@@ -169,4 +171,27 @@ describe("label", () => {
     assert.equal((await inspect(a, name)).owners[0].label, "second");
     await release(second);
   });
+
+  test("the longest name with the longest label still makes a token that resumes", T, async () => {
+    const name = "名".repeat(1_000);
+    const lease = await acquire(a, name, { label: "ラ".repeat(256), waitMs: 0 });
+    try {
+      const other = await resume(b, lease.token);
+      assert.equal(other.fence, lease.fence);
+    } finally {
+      await release(lease).catch(() => {});
+    }
+  });
+
+  test(
+    "an owner that is not labelOf()'s form has no label (an unscoped 'worker-7 nightly' of an older version)",
+    T,
+    async () => {
+      const name = fresh();
+      await a.sendCommand(["SET", `redlease:{${name}}`, "1795000000000000:att1:1::worker-7 nightly", "PX", "30000"]);
+      const info = await inspect(b, name);
+      assert.equal(info.owners[0].owner, "worker-7 nightly");
+      assert.equal(info.owners[0].label, undefined);
+    },
+  );
 });

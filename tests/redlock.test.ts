@@ -2,7 +2,16 @@ import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { acquire, inspect, LeaseKindError, LeaseLostError, LockTimeoutError, QuorumError, release } from "../mod.ts";
+import {
+  acquire,
+  inspect,
+  LeaseKindError,
+  LeaseLostError,
+  LockTimeoutError,
+  QuorumError,
+  release,
+  withLock,
+} from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Client, type RedisServer, runProcess, runtimeArgs, sleep, startRedis } from "./_redis.ts";
 
@@ -163,6 +172,40 @@ describe("Redlock over 5 independent masters", () => {
       await Promise.all(stalls.map((c) => c.quit()));
     }
     assert.equal(await keysOn(a, name), 0, "released on every node");
+  });
+
+  test("a release settles once a majority answered: one node busy for 3 s delays neither release nor withLock", async () => {
+    const stall = async (c: Client) => {
+      const s = c.duplicate();
+      s.on("error", () => {});
+      await s.connect();
+      const sleeping = s.sendCommand(["DEBUG", "SLEEP", "3"]);
+      await sleep(20);
+      return () => sleeping.then(() => s.quit());
+    };
+    const lease = await acquire(redlock(a), fresh());
+    const done = await stall(a[4]);
+    let done2: (() => Promise<unknown>) | undefined;
+    try {
+      const t0 = performance.now();
+      assert.equal(await release(lease), true);
+      assert.ok(performance.now() - t0 < 1_500, `release took ${Math.round(performance.now() - t0)} ms`);
+      const t1 = performance.now();
+      await withLock(redlock(a), fresh(), async () => void (done2 = await stall(a[3])));
+      assert.ok(performance.now() - t1 < 1_500, `withLock took ${Math.round(performance.now() - t1)} ms`);
+    } finally {
+      await done();
+      await done2?.();
+    }
+  });
+
+  test("a group with a closed client is made, and grants by the majority of the others", async () => {
+    const closed = a[0].duplicate();
+    closed.on("error", () => {});
+    await closed.connect();
+    await closed.quit();
+    const lease = await acquire(redlock([closed, ...a.slice(1)]), fresh(), { waitMs: 0 });
+    assert.equal(await release(lease), true);
   });
 
   test("mutual exclusion holds across 3 processes contending through Redlock", async () => {

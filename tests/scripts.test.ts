@@ -152,6 +152,10 @@ describe("eviction policy warning", () => {
     });
     await giveBack(stateOf(driver), keysOf("redlease", "gb"), { kind: "x", owner: "me" }, 300, "gb");
     await new Promise((r) => setTimeout(r, 700));
+    // An async logger whose promise rejects: its rejection is its own too.
+    configure(driver, { logger: { warn: () => Promise.reject(new Error("log sink unreachable")) } });
+    await giveBack(stateOf(driver), keysOf("redlease", "gb"), { kind: "x", owner: "me" }, 300, "gb");
+    await new Promise((r) => setTimeout(r, 700));
   });
 
   test("configure(): a logger's debug hears of a lost lease, with its name and why; bad options are refused", async () => {

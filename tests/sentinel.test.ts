@@ -255,7 +255,11 @@ describe("primary + replica + 3 sentinels", () => {
     assert.equal(subscribers, 1, "told once the channel is subscribed on the new primary");
     const promoted = await s.nodeClient(newPort);
     await promoted.publish(channel, "after");
-    await until("the message published on the new primary", async () => heard.includes("after") || undefined, 5_000);
+    await until(
+      "the message published on the new primary",
+      () => Promise.resolve(heard.includes("after") || undefined),
+      5_000,
+    );
     await driver.unsubscribe!(channel, listener);
   });
 
