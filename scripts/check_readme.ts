@@ -1,10 +1,22 @@
 /**
- * Checks the code blocks of README.md, as a reader would copy them: every ```ts, ```typescript, ```js and
- * ```javascript block is type-checked, and the ones marked runnable are also run. Other fences (sh, sql, none) are
- * skipped: the `## Quick start` sh block is what CI itself runs, and the rest are commands, SQL or formulas.
- * bench/README.md and chaos/README.md are developer notes with sh blocks only, and are not checked.
+ * Checks the code blocks of README.md, as a reader would copy them: every TypeScript block (```ts, ```typescript,
+ * ```mts, ```cts) and JavaScript block (```js, ```javascript, ```mjs, ```cjs) is type-checked, and the ones marked
+ * runnable are also run. ```tsx and ```jsx blocks fail the check: there is no JSX setup here to check them against.
+ * Other fences (sh, sql, text, none) are skipped: the `## Quick start` sh block is what CI itself runs, and the rest
+ * are commands, SQL or formulas. bench/README.md and chaos/README.md are developer notes with sh blocks only, and are
+ * not checked.
  *
- *   node --import tsx scripts/check_readme.ts [--keep]     (--keep: leave the generated files, and say where)
+ *   node --import tsx scripts/check_readme.ts [--keep] [FILE.md ...]
+ *
+ * --keep: leave the generated files, and say where. FILE.md: the Markdown files to check (paths from the current
+ * directory) instead of the repository's README.md; the tests use it on READMEs of their own.
+ *
+ * Fences are read as CommonMark reads them: ``` or ~~~, three or more, indented by at most 3 spaces (a block in a
+ * list item; that indent is taken off the block's lines); the language is the first word of the info string, in
+ * any case (```ts title="a.ts" is a ts block); the fence closes at a line of the same character, at least as long,
+ * with nothing after it. A fence that is never closed fails the check, and so does a ts or js fence indented 4
+ * spaces or more (a nested list item, or an indented code block: which one is not read here), rather than being
+ * skipped.
  *
  * Each block becomes a module of its own in a temporary directory (with `"type": "module"`, as the README asks of a
  * project), next to a tsconfig.json whose `paths` map `redlease` and its subpaths (also as `@redlease/redlease` and
@@ -19,7 +31,8 @@
  *   signature each, by scripts/readme/app.ts, which also defines them for the blocks that run;
  * - Deno's and Bun's APIs that the blocks use: scripts/readme/runtimes.d.ts.
  *
- * Markers: an HTML comment on the line right before the fence (invisible once rendered). Two words:
+ * Markers: an HTML comment on the line right before the fence (invisible once rendered), indented by at most 3
+ * spaces. Two words:
  * - `<!-- run -->`: a whole program that runs here. After the type-check it is run on Node
  *   (`node --import tsx`, cwd the temporary directory) with `REDIS_URL` set to a throwaway redis-server's URL,
  *   and must exit with code 0 by itself within 20 s: a hang (an open client, say) fails. `redis` is node-redis v5
@@ -27,19 +40,42 @@
  * - `<!-- fragment -->`: an excerpt that uses values from the code around it. Before it come declarations of
  *   those it mentions: `client` (a connected node-redis client), `signal` (an AbortSignal), `id` and `job`.
  *   Type-checked only.
- * A block cannot be both. A block without a marker is a whole program that is type-checked only: what cannot run here (Deno, Bun,
- * workers, Cluster, Sentinel, Redlock over remote hosts). An unknown marker word fails the check.
+ * A block cannot be both. A block without a marker is a whole program that is type-checked only: what cannot run
+ * here (Deno, Bun, workers, Cluster, Sentinel, Redlock over remote hosts). An unknown marker word fails the check,
+ * and so does a comment with a marker word that is not on the line right before a fence (a blank line between,
+ * say): it would mark nothing.
  */
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, relative } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { type Ran, runProcess, startRedis } from "../tests/_redis.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const docs = ["README.md"];
-const languages: Record<string, "ts" | "js"> = { ts: "ts", typescript: "ts", js: "js", javascript: "js" };
+const args = process.argv.slice(2);
+for (const a of args) {
+  if (a.startsWith("-") && a !== "--keep") {
+    console.error(`unknown option '${a}'; usage: node --import tsx scripts/check_readme.ts [--keep] [FILE.md ...]`);
+    process.exit(2);
+  }
+}
+const keep = args.includes("--keep");
+const mdFiles = args.filter((a) => !a.startsWith("-"));
+const docs = mdFiles.length > 0 ? mdFiles.map((f) => resolve(f)) : [join(root, "README.md")];
+/** A fence's language (its info string's first word, lower-cased) to the block's kind and its module's extension. */
+const languages: Record<string, { readonly lang: "ts" | "js"; readonly ext: string }> = {
+  ts: { lang: "ts", ext: "ts" },
+  typescript: { lang: "ts", ext: "ts" },
+  mts: { lang: "ts", ext: "mts" },
+  cts: { lang: "ts", ext: "cts" },
+  js: { lang: "js", ext: "js" },
+  javascript: { lang: "js", ext: "js" },
+  mjs: { lang: "js", ext: "mjs" },
+  cjs: { lang: "js", ext: "cjs" },
+};
+/** Languages a reader would take for TypeScript or JavaScript that are not checked here: they fail the check. */
+const unchecked = new Set(["tsx", "jsx"]);
 const markerWords = new Set(["run", "fragment"]);
 const runTimeoutMs = 20_000;
 const app = join(root, "scripts", "readme", "app.ts");
@@ -58,7 +94,11 @@ interface Block {
   /** 1-based line of the opening fence. */
   readonly line: number;
   readonly lang: "ts" | "js";
+  /** The generated module's extension. */
+  readonly ext: string;
   readonly code: string;
+  /** Per line of the code, the spaces of indent taken off it (the opening fence's, at most). */
+  readonly stripped: readonly number[];
   readonly run: boolean;
   readonly fragment: boolean;
   file: string;
@@ -68,35 +108,82 @@ interface Block {
 
 const problems: string[] = [];
 
-function parse(doc: string): Block[] {
-  const lines = readFileSync(join(root, doc), "utf8").split("\n");
+/** An opening or closing fence, indented by at most 3 spaces: its indent, its run of ` or ~, and the rest. */
+const fenceLine = /^( {0,3})(`{3,}|~{3,})(.*)$/;
+/** A line that is an HTML comment and nothing else, indented by at most 3 spaces: a marker, if before a fence. */
+const commentLine = /^ {0,3}<!--(.*)-->[ \t]*$/;
+/** A fence indented 4 spaces or more (or by a tab): its language. */
+const deepFence = /^(?: {4,}| {0,3}\t)[ \t]*(?:`{3,}|~{3,})[ \t]*([^\s`]*)/;
+
+/** The opening fence on a line, if it is one: a backtick fence's info string may not contain a backtick. */
+function opening(line: string): { indent: number; fence: string; lang: string } | undefined {
+  const m = fenceLine.exec(line);
+  if (!m || (m[2][0] === "`" && m[3].includes("`"))) return undefined;
+  return { indent: m[1].length, fence: m[2], lang: (m[3].trim().split(/\s+/)[0] ?? "").toLowerCase() };
+}
+
+function parse(path: string): Block[] {
+  const rel = relative(root, path);
+  const doc = rel.startsWith("..") || isAbsolute(rel) ? path : rel;
+  const lines = readFileSync(path, "utf8").split(/\r?\n/);
   const blocks: Block[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^```\s*(\S*)\s*$/.exec(lines[i]);
-    if (!open) continue;
+    const comment = commentLine.exec(lines[i]);
+    if (comment) {
+      const words = comment[1].trim().split(/\s+/).filter(Boolean);
+      if (words.some((w) => markerWords.has(w)) && !(i + 1 < lines.length && opening(lines[i + 1]))) {
+        problems.push(
+          `${doc}:${i + 1}: the marker '${lines[i].trim()}' is not on the line right before a fence ` +
+            `(a blank line between?): it marks nothing`,
+        );
+      }
+      continue;
+    }
+    const open = opening(lines[i]);
+    if (!open) {
+      const deep = deepFence.exec(lines[i]);
+      if (deep && (languages[deep[1].toLowerCase()] || unchecked.has(deep[1].toLowerCase()))) {
+        problems.push(
+          `${doc}:${i + 1}: a '${deep[1]}' fence indented 4 spaces or more, which is not checked: ` +
+            `indent it by 3 spaces at most`,
+        );
+      }
+      continue;
+    }
+    const char = open.fence[0];
+    const closing = new RegExp(`^ {0,3}${char === "`" ? "`" : "~"}{${open.fence.length},}[ \\t]*$`);
     let end = i + 1;
-    while (end < lines.length && !/^```\s*$/.test(lines[end])) end++;
+    while (end < lines.length && !closing.test(lines[end])) end++;
     if (end === lines.length) {
-      problems.push(`${doc}:${i + 1}: the fence is never closed`);
+      problems.push(`${doc}:${i + 1}: the fence '${lines[i].trim()}' is never closed`);
       break;
     }
-    const marker = i > 0 ? /^<!--(.*)-->\s*$/.exec(lines[i - 1]) : null;
+    const marker = i > 0 ? commentLine.exec(lines[i - 1]) : null;
     const words = marker ? marker[1].trim().split(/\s+/).filter(Boolean) : [];
-    const lang = languages[open[1].toLowerCase()];
+    const language = languages[open.lang];
     for (const w of words) if (!markerWords.has(w)) problems.push(`${doc}:${i}: unknown marker '${w}'`);
-    if (words.length > 0 && !lang) {
-      problems.push(`${doc}:${i}: a marker before a '${open[1]}' block, which is not checked`);
+    if (unchecked.has(open.lang)) {
+      problems.push(
+        `${doc}:${i + 1}: a '${open.lang}' block, which is not checked (no JSX here): make it a ts or js block`,
+      );
+    } else if (words.length > 0 && !language) {
+      problems.push(`${doc}:${i}: a marker before a '${open.lang}' block, which is not checked`);
     }
     if (words.includes("run") && words.includes("fragment")) {
       problems.push(`${doc}:${i}: a fragment cannot run: mark it 'run' or 'fragment'`);
     }
-    if (words.includes("fragment") && lang === "js") problems.push(`${doc}:${i}: fragments must be ts blocks`);
-    if (lang) {
+    if (words.includes("fragment") && language?.lang === "js") {
+      problems.push(`${doc}:${i}: fragments must be ts blocks`);
+    }
+    if (language) {
+      const body = lines.slice(i + 1, end);
+      const stripped = body.map((l) => Math.min(open.indent, /^ */.exec(l)![0].length));
       blocks.push({
         doc,
         line: i + 1,
-        lang,
-        code: lines.slice(i + 1, end).join("\n") + "\n",
+        ...language,
+        code: body.map((l, k) => l.slice(stripped[k])).join("\n") + "\n",
+        stripped,
         run: words.includes("run"),
         fragment: words.includes("fragment"),
         file: "",
@@ -110,7 +197,6 @@ function parse(doc: string): Block[] {
 
 const blocks = docs.flatMap(parse);
 const dir = mkdtempSync(join(tmpdir(), "redlease-readme-"));
-const keep = process.argv.includes("--keep");
 process.on(
   "exit",
   () => keep ? console.log(`generated files kept in ${dir}`) : rmSync(dir, { recursive: true, force: true }),
@@ -127,14 +213,14 @@ for (const [sub, src] of Object.entries<string>(JSON.parse(readFileSync(join(roo
 }
 for (const [i, b] of blocks.entries()) {
   // Deno's `npm:NAME@range` specifiers, to the installed NAME.
-  for (const [, spec, name] of b.code.matchAll(/from\s+"(npm:((?:@[^/@"]+\/)?[^/@"]+)[^"]*)"/g)) {
+  for (const [, , spec, name] of b.code.matchAll(/from\s+(["'])(npm:((?:@[^/@"']+\/)?[^/@"']+)[^"']*)\1/g)) {
     paths[spec] = [join(root, "node_modules", name)];
   }
   const prelude = b.fragment
     ? Object.entries(context).filter(([name]) => new RegExp(`\\b${name}\\b`).test(b.code)).map(([, d]) => d)
     : [];
   b.preludeLines = prelude.length;
-  b.file = join(dir, `block${String(i + 1).padStart(2, "0")}_line${b.line}.${b.lang}`);
+  b.file = join(dir, `block${String(i + 1).padStart(2, "0")}_line${b.line}.${b.ext}`);
   writeFileSync(b.file, prelude.map((l) => l + "\n").join("") + b.code);
 }
 // The runs import `redis` as node-redis v5 (its main file: tsx maps paths to files, not to package directories).
@@ -180,8 +266,9 @@ for (const [n, variant] of variants.entries()) {
     if (!parsed.has(file)) parsed.set(file, read.call(host, file, ...rest));
     return parsed.get(file);
   };
-  // v4: only the blocks that use node-redis (an import of "redis", or a fragment's `client`), unless they say v5.
-  const usesRedis = (b: Block) => b.code.includes(`"redis"`) || (b.fragment && /\bclient\b/.test(b.code));
+  // v4: only the blocks that use node-redis ("redis" or 'redis', as imported, or a fragment's `client`), unless they
+  // say v5.
+  const usesRedis = (b: Block) => /(["'`])redis\1/.test(b.code) || (b.fragment && /\bclient\b/.test(b.code));
   const checked = blocks.filter((b) => n === 0 || (usesRedis(b) && !/node-redis v5/.test(b.code)));
   const files = [...checked.map((b) => b.file), app, runtimes];
   const program = ts.createProgram({ rootNames: files, options, host });
@@ -203,7 +290,9 @@ for (const [n, variant] of variants.entries()) {
         ? `${relative(root, d.file.fileName)}:${line + 1}:${character + 1}: `
         : line < b.preludeLines
         ? `${where(b)} (its fragment prelude): `
-        : `${b.doc}:${b.line + 1 + line - b.preludeLines}:${character + 1}: `;
+        : `${b.doc}:${b.line + 1 + line - b.preludeLines}:${
+          character + 1 + (b.stripped[line - b.preludeLines] ?? 0)
+        }: `;
     }
     const key = `${at}TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n  ")}`;
     found.set(key, [...found.get(key) ?? [], variant.label]);
@@ -245,7 +334,7 @@ for (const b of blocks) {
     : b.fragment
     ? "type-checked (fragment)"
     : "type-checked";
-  console.log(`${failed.has(b) ? "FAIL" : "ok  "} ${where(b)} ${b.lang}: ${how}`);
+  console.log(`${failed.has(b) ? "FAIL" : "ok  "} ${where(b)} ${b.ext}: ${how}`);
 }
 for (const p of problems) console.error(p);
 console.log(
