@@ -1,5 +1,6 @@
 // Shared by the CLI commands: exit codes, the one-line error type, output that is flushed before exiting.
 import process from "node:process";
+import { printable } from "./_text.ts";
 
 /** Exit codes, documented in `redlease --help` and the README. Distinct so scripts can tell them apart. */
 export const EXIT = {
@@ -60,9 +61,12 @@ export function write(stream: "stdout" | "stderr", text: string): Promise<void> 
   });
 }
 
-/** One line on stderr, prefixed with `redlease: `. */
+/**
+ * One line on stderr, prefixed with `redlease: `. Escaped (see printable()): a message may quote a Redis error reply
+ * or a name with control characters in it, and stays one line of text.
+ */
 export function say(line: string): Promise<void> {
-  return write("stderr", `redlease: ${line}\n`);
+  return write("stderr", `redlease: ${printable(line)}\n`);
 }
 
 /** The message of an error as one line; AggregateError (Node's happy-eyeballs connect) lists its parts. */

@@ -5,6 +5,7 @@ import { checkPrefix, EXIT, EXIT_CODES_HELP, timed, usage, write } from "./_comm
 import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
 import { ownerId } from "./_status.ts";
 import { textTable } from "./_table.ts";
+import { printable } from "./_text.ts";
 
 export const INSPECT_HELP = `Usage: redlease inspect [PATTERN] [options]
 
@@ -14,8 +15,9 @@ shared, or N permits), owners (an exclusive holder that also holds it shared is 
 counts, remaining TTL, fence (the latest fencing token), the number of queued waiters (entries of waiters
 that died count until a release skips them) and HOLDER: who holds it, by label. A 'redlease run' or
 'elect' labels its hold host=… pid=… cmd=…; a library hold shows the 'label' option it was acquired with,
-else '-'. Each lease is read atomically; the list is assembled with SCAN, so leases taken or released
-meanwhile may be missed.
+else '-'. Names, owners and labels are shown with control and format characters escaped (\\n, \\u001b);
+--json has them exact. Each lease is read atomically; the list is assembled with SCAN, so leases taken or
+released meanwhile may be missed.
 
 Options:
   --json           print a JSON array of { name, held, kind, permits, owners: [{ owner, label, holds,
@@ -86,17 +88,18 @@ function toJson(infos: readonly LeaseInfo[]): string {
   ) + "\n";
 }
 
+/** The table: names, owners and labels as read from Redis, escaped (see printable()) so that a row stays a row. */
 function toTable(infos: readonly LeaseInfo[]): string {
   const rows = infos.map((i) => [
-    i.name,
+    printable(i.name),
     i.kind === "permits" ? `${i.permits} permits` : i.kind,
-    i.held ? i.owners.map((o) => ownerId(o.owner, o.label)).join(", ") : "-",
+    i.held ? i.owners.map((o) => printable(ownerId(o.owner, o.label))).join(", ") : "-",
     i.held ? i.owners.map((o) => String(o.holds)).join(", ") : "0",
     i.held ? formatMs(i.remainingMs) : "-",
     i.fence === 0 ? "-" : String(i.fence),
     String(i.waiters),
     // Last: the widest column, and free text.
-    i.held ? i.owners.map((o) => o.label ?? "-").join(", ") : "-",
+    i.held ? i.owners.map((o) => o.label === undefined ? "-" : printable(o.label)).join(", ") : "-",
   ]);
   return textTable(
     ["NAME", "KIND", "OWNER", "HOLDS", "REMAINING", "FENCE", "WAITERS", "HOLDER"],

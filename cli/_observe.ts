@@ -5,13 +5,15 @@ import { flag, GLOBAL_OPTIONS, parseArgs, value } from "./_args.ts";
 import { checkName, checkPrefix, EXIT, EXIT_CODES_HELP, usage, write } from "./_common.ts";
 import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
 import { ownerId } from "./_status.ts";
+import { printable } from "./_text.ts";
 
 export const OBSERVE_HELP = `Usage: redlease observe NAME [options]
 
 Print the state of the election NAME (see 'redlease elect'), then a line for every change: a new leader
 and term, a proclaimed value, or nobody leading (a resignation, or a leader whose lease ran out). Changes
 arrive by message; a leader that died is seen when its lease's TTL ends. Runs until interrupted (SIGINT,
-SIGTERM), then exits 0.
+SIGTERM), then exits 0. Leaders, labels and values are shown with control and format characters escaped
+(\\n, \\u001b); --json has them exact.
 
 Options:
   --json           print each state as a JSON object { leader, label, term, value, remainingMs } on its
@@ -63,8 +65,10 @@ export async function observeCommand(argv: readonly string[]): Promise<number> {
         })
         : s.leader === undefined
         ? `nobody leads${s.term > 0 ? ` (last term ${s.term})` : ""}`
-        : `term ${s.term}: ${s.label === undefined ? s.leader : `${s.label} (${ownerId(s.leader, s.label)})`}` +
-          (s.value === undefined ? "" : ` = ${s.value}`);
+        // Leader, label and value as read from Redis: escaped (see printable()), one line per state.
+        : `term ${s.term}: ${
+          printable(s.label === undefined ? s.leader : `${s.label} (${ownerId(s.leader, s.label)})`)
+        }` + (s.value === undefined ? "" : ` = ${printable(s.value)}`);
       await write("stdout", line + "\n");
       if (++printed >= count) break;
     }

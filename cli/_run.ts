@@ -13,6 +13,7 @@ import {
   release,
   resume,
 } from "../mod.ts";
+import { MAX_LABEL } from "../src/_validate.ts";
 import { flag, formatMs, GLOBAL_OPTIONS, type OptionSpec, parseArgs, parseDuration, value } from "./_args.ts";
 import {
   checkName,
@@ -28,6 +29,7 @@ import {
 } from "./_common.ts";
 import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
 import { startStatus, statusWanted } from "./_status.ts";
+import { cutToCodePoints, cutToUnits } from "./_text.ts";
 
 export const RUN_HELP = `Usage: redlease run NAME [options] [--] CMD [ARGS…]
 
@@ -199,25 +201,30 @@ export function elect(argv: readonly string[]): Promise<number> {
   return runUnder("elect", argv);
 }
 
-/** The longest command shown in a hold's label. */
+/** The longest command shown in a hold's label, in code points. */
 const LABEL_CMD_CHARS = 120;
+/** The longest hostname shown in a hold's label, in UTF-16 code units (a Linux hostname has at most 64 bytes). */
+const LABEL_HOST_UNITS = 64;
 
 /**
- * The label of a hold by this process: `host=… pid=… cmd=…`, the command cut to LABEL_CMD_CHARS (and the host to
- * 64), control characters as spaces: one line, well within the library's 256.
+ * The label of a hold by this process: `host=… pid=… cmd=…`, on one line (control characters and line separators
+ * as spaces, lone surrogates as U+FFFD, which the library refuses), the host cut to LABEL_HOST_UNITS and the
+ * command to LABEL_CMD_CHARS code points, then to what is left of the library's MAX_LABEL: whole code points, but
+ * counted in UTF-16 code units as the library counts (String#length: an emoji counts 2).
  */
-export function holdLabel(command: readonly string[]): string {
-  const clean = (s: string, max: number) => {
-    const chars = [...s.replace(/\p{Cc}/gu, " ")];
-    return chars.length <= max ? chars.join("") : chars.slice(0, max - 1).join("") + "…";
-  };
-  let host: string;
+export function holdLabel(command: readonly string[], host = hostName()): string {
+  const clean = (s: string) => s.replace(/[\p{Cc}\p{Zl}\p{Zp}]/gu, " ").replace(/\p{Cs}/gu, "\uFFFD");
+  const head = `host=${cutToUnits(clean(host), LABEL_HOST_UNITS)} pid=${process.pid} cmd=`;
+  const cmd = cutToCodePoints(clean(command.join(" ")), LABEL_CMD_CHARS);
+  return head + cutToUnits(cmd, MAX_LABEL - head.length);
+}
+
+function hostName(): string {
   try {
-    host = hostname();
+    return hostname();
   } catch {
-    host = "?"; // Deno without --allow-sys
+    return "?"; // Deno without --allow-sys
   }
-  return `host=${clean(host, 64)} pid=${process.pid} cmd=${clean(command.join(" "), LABEL_CMD_CHARS)}`;
 }
 
 async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<number> {
@@ -287,7 +294,7 @@ async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<
       : undefined;
     // The holder, as `redlease inspect` and other runs' status lines show it (a nested run keeps the enclosing one's).
     const label = token === undefined ? holdLabel(p.command) : undefined;
-    const status = statusWanted() ? startStatus(client, { name, prefix, label, start: performance.now() }) : undefined;
+    const status = statusWanted() ? startStatus(client, { name, prefix, start: performance.now() }) : undefined;
     let lease: Lease;
     try {
       lease = token !== undefined

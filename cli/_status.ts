@@ -3,9 +3,11 @@
 // (or when REDLEASE_STATUS=1 forces it): a script's stderr stays as it was.
 import process from "node:process";
 import { inspect, type LeaseInfo } from "../mod.ts";
+import { stateOf } from "../src/_client.ts";
 import { keysOf } from "../src/_protocol.ts";
 import { formatMs } from "./_args.ts";
 import type { RedisClient } from "./_connect.ts";
+import { cutToColumns, printable } from "./_text.ts";
 
 /** How often the line is refreshed (one inspect and one queue read each time), and how late it first shows. */
 export const STATUS_EVERY_MS = 500;
@@ -35,7 +37,7 @@ function ordinal(n: number): string {
 /** Who holds it, for the line: labels (or owner ids), the kind, and the time left. */
 export function holdersText(info: LeaseInfo): string {
   if (!info.held) return "free (being handed over)";
-  const who = info.owners.map((o) => o.label ?? ownerId(o.owner, o.label));
+  const who = info.owners.map((o) => printable(o.label ?? ownerId(o.owner, o.label)));
   const shown = who.length > 2 ? `${who.slice(0, 2).join(", ")} and ${who.length - 2} more` : who.join(", ");
   const kind = info.kind === "permits"
     ? `${info.owners.length} of ${info.permits} permits`
@@ -53,7 +55,7 @@ export function statusText(
   place: number | undefined,
 ): string {
   const waited = waitedMs < 60_000 ? `${(Math.floor(waitedMs / 100) / 10).toFixed(1)}s` : formatMs(waitedMs);
-  const parts = [`redlease: waiting ${waited} for '${name}'`];
+  const parts = [`redlease: waiting ${waited} for '${printable(name)}'`];
   if (info === undefined) parts.push("Redis is slow to answer");
   else {
     // The place before the holders, whose labels are long: what is cut to the terminal's width is the end.
@@ -65,24 +67,65 @@ export function statusText(
   return parts.join(" · ");
 }
 
-/** Fit `text` into `columns` characters (code points), so that it never wraps: a wrapped line cannot be cleared. */
+/**
+ * Fit `text` into `columns` terminal columns (less one), so that it never wraps: a wrapped line cannot be cleared.
+ * Measured in columns, not characters: CJK characters and most emoji take two.
+ */
 export function fit(text: string, columns: number | undefined): string {
-  const width = Math.max(20, (columns || 80) - 1); // 0 on a terminal of unknown size
-  const chars = [...text];
-  return chars.length <= width ? text : chars.slice(0, width - 1).join("") + "…";
+  return cutToColumns(text, Math.max(20, (columns || 80) - 1)); // 0 on a terminal of unknown size
 }
 
-/** Where the waiter whose owner ends with ` <label>` is in the queue of `name` (1 = next), or undefined. */
-async function placeInQueue(
+/**
+ * Where this client's waiter is in the queue of `name` (1 = next), or undefined. Its entry is the one that starts
+ * with this client's id (entries are `client|attempt|ms|claim ms|kind|owner`, in arrival order): the CLI waits
+ * once per client, and labels need not be unique (same host and pid in two containers). The entry is looked for
+ * with ZSCAN MATCH (only it comes back), then remembered: later refreshes cost one ZRANK, until it is gone.
+ */
+export function queuePlace(
   client: RedisClient,
   prefix: string,
   name: string,
-  label: string,
-): Promise<number | undefined> {
-  // Queue entries are `client|attempt|ms|claim ms|kind|owner`, in arrival order (the owner is last, as in every record).
-  const entries = await client.sendCommand(["ZRANGE", keysOf(prefix, name).queue, "0", "999"]) as string[];
-  const i = entries.findIndex((e) => e.endsWith(` ${label}`));
-  return i < 0 ? undefined : i + 1;
+): () => Promise<number | undefined> {
+  const key = keysOf(prefix, name).queue;
+  // A hex UUID: no glob characters to escape.
+  const mine = `${stateOf(client).id}|`;
+  let entry: string | undefined;
+  const find = async (): Promise<string | undefined> => {
+    let cursor = "0";
+    do {
+      const [next, found] = await client.sendCommand([
+        "ZSCAN",
+        key,
+        cursor,
+        "MATCH",
+        `${mine}*`,
+        "COUNT",
+        "1000",
+      ]) as [string, string[]];
+      // ZSCAN answers member, score, member, score, …
+      for (let i = 0; i < found.length; i += 2) if (found[i].startsWith(mine)) return found[i];
+      cursor = String(next);
+    } while (cursor !== "0");
+    return undefined;
+  };
+  return async () => {
+    for (let tries = 0; tries < 2; tries++) {
+      entry ??= await find();
+      if (entry === undefined) return undefined;
+      const rank = await client.sendCommand(["ZRANK", key, entry]) as number | null;
+      if (rank !== null) return Number(rank) + 1;
+      entry = undefined; // gone (granted, or re-queued with another attempt): look for it again
+    }
+    return undefined;
+  };
+}
+/** `p`, or undefined if it has not settled within STATUS_TIMEOUT_MS. */
+function withinTimeout<T>(p: Promise<T>): Promise<T | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), STATUS_TIMEOUT_MS);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -92,8 +135,9 @@ async function placeInQueue(
  */
 export function startStatus(
   client: RedisClient,
-  o: { name: string; prefix: string; label: string | undefined; start: number },
+  o: { name: string; prefix: string; start: number },
 ): { stop(): Promise<void> } {
+  const placeNow = queuePlace(client, o.prefix, o.name);
   let stopped = false;
   let shown = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -111,7 +155,7 @@ export function startStatus(
     try {
       [info, place] = await Promise.all([
         inspect(client, o.name, { prefix: o.prefix, timeoutMs: STATUS_TIMEOUT_MS }),
-        o.label === undefined ? undefined : placeInQueue(client, o.prefix, o.name, o.label).catch(() => undefined),
+        withinTimeout(placeNow().catch(() => undefined)),
       ]);
     } catch { /* shown as slow; the wait reports real failures */ }
     if (stopped) return;

@@ -12,6 +12,8 @@ import { formatMs, parseArgs, parseDuration } from "../cli/_args.ts";
 import { CliError } from "../cli/_common.ts";
 import { resolveUrl } from "../cli/_connect.ts";
 import { holdLabel } from "../cli/_run.ts";
+import { fit, startStatus, statusText } from "../cli/_status.ts";
+import { displayWidth, printable } from "../cli/_text.ts";
 import { acquire, campaign, forceUnlock, inspect, LeaseLostError, release } from "../mod.ts";
 import {
   type Client,
@@ -164,6 +166,39 @@ function oneLine(r: Result, re: RegExp): void {
   assert.match(lines[0], /^redlease: /);
   assert.match(lines[0], re);
   assert.doesNotMatch(r.stderr, /^\s+at /m);
+}
+
+/**
+ * Terminal columns a string takes, counted here independently of the CLI: East Asian Wide and Fullwidth
+ * characters (the CJK blocks, Hangul, fullwidth forms) and pictographic emoji take 2.
+ */
+function columns(s: string): number {
+  let w = 0;
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    const wide = (c >= 0x1100 && c <= 0x115f) || (c >= 0x2e80 && c <= 0xa4cf) || (c >= 0xac00 && c <= 0xd7a3) ||
+      (c >= 0xf900 && c <= 0xfaff) || (c >= 0xff00 && c <= 0xff60) || (c >= 0x1f300 && c <= 0x1faff);
+    w += wide ? 2 : 1;
+  }
+  return w;
+}
+
+/** Everything written to this process's stderr while `fn` runs (what startStatus() draws). */
+async function capturingStderr(fn: (writes: string[]) => Promise<void>): Promise<string[]> {
+  const writes: string[] = [];
+  const stderr = process.stderr as unknown as { write: unknown };
+  const original = stderr.write;
+  stderr.write = (s: string | Uint8Array, cb?: () => void) => {
+    writes.push(String(s));
+    cb?.();
+    return true;
+  };
+  try {
+    await fn(writes);
+  } finally {
+    stderr.write = original;
+  }
+  return writes;
 }
 
 /** Per-test timeout: Bun's default of 5 s is too short for tests that start several processes. */
@@ -752,6 +787,156 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       await run.done;
     }
   });
+
+  test("a hold's label is at most the library's 256 UTF-16 units, whatever the command and hostname", T, async () => {
+    // An emoji is one code point but two UTF-16 units, which is what the library counts.
+    const rockets = "🚀".repeat(130);
+    for (
+      const label of [holdLabel([rockets]), holdLabel([rockets], "🖥".repeat(100)), holdLabel(["x"], "h".repeat(300))]
+    ) {
+      assert.ok(label.length <= 256, `${label.length} UTF-16 units: ${label}`);
+      assert.doesNotMatch(label, /\p{Cs}/u, "whole code points only");
+      assert.match(label, /^host=\S+ pid=\d+ cmd=\S/);
+    }
+    assert.ok(holdLabel([rockets]).endsWith("🚀…"), holdLabel([rockets]));
+    // One line, without lone surrogates (which the library refuses); the hostname is cut too.
+    assert.equal(holdLabel(["a\u2028b\u2029c", "\uD83D"], "web\n1"), `host=web 1 pid=${process.pid} cmd=a b c \uFFFD`);
+    assert.equal(holdLabel(["x"], "h".repeat(300)), `host=${"h".repeat(63)}… pid=${process.pid} cmd=x`);
+
+    // The run takes its lease and runs the command.
+    const name = unique("emoji");
+    const r = await cli(["run", name, "--", ...child("env", "0", rockets)]);
+    assert.equal(r.code, 0, r.stderr);
+    const env = JSON.parse(r.stdout);
+    assert.ok(env.owner.endsWith("🚀…"), env.owner);
+    assert.ok(env.owner.length <= 33 + 256, `${env.owner.length}`);
+  });
+
+  test(
+    "text read from Redis is shown escaped, one line each: inspect's table, observe's lines, the status line",
+    T,
+    async () => {
+      const base = unique("ctl");
+      const evil = "ops\nrm -rf / \x1b[2J\x1b[H";
+      const a = await acquire(admin, `${base}:a`, { owner: evil });
+      const b = await acquire(admin, `${base}:b\r\x1b[31m`, { label: "web\u202e1\u2028x" });
+      const leader = await campaign(admin, `${base}:e`, { value: "v\n\x1b]0;title\x07", label: "sched\u200b" });
+      try {
+        const [table, json, observed] = await Promise.all([
+          cli(["inspect", `${base}:[ab]*`]),
+          cli(["inspect", `${base}:[ab]*`, "--json"]),
+          cli(["observe", `${base}:e`, "--count", "1"]),
+        ]);
+        assert.equal(table.code, 0, table.stderr);
+        const rows = table.stdout.trimEnd().split("\n");
+        assert.equal(rows.length, 4, table.stdout); // the server line, the header, a row per lease
+        assert.doesNotMatch(
+          table.stdout.replaceAll("\n", ""),
+          /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u,
+          JSON.stringify(table.stdout),
+        );
+        const scope = a.owner.slice(0, a.owner.indexOf(":"));
+        assert.match(
+          rows[2],
+          new RegExp(`^${base}:a +exclusive +${scope}:ops\\\\nrm -rf / \\\\u001b\\[2J\\\\u001b\\[H +1 `),
+        );
+        assert.match(rows[3], new RegExp(`^${base}:b\\\\r\\\\u001b\\[31m +exclusive .* web\\\\u202e1\\\\u2028x$`));
+        // --json has the exact strings.
+        const list = JSON.parse(json.stdout);
+        assert.deepEqual(list.map((l: { name: string }) => l.name), [`${base}:a`, `${base}:b\r\x1b[31m`]);
+        assert.equal(list[0].owners[0].owner, a.owner);
+        assert.equal(list[1].owners[0].label, "web\u202e1\u2028x");
+
+        assert.equal(observed.code, 0, observed.stderr);
+        const id = leader.owner.slice(0, leader.owner.indexOf(" "));
+        assert.equal(
+          observed.stdout.split("\n")[1],
+          `term ${leader.fence}: sched\\u200b (${id}) = v\\n\\u001b]0;title\\u0007`,
+          JSON.stringify(observed.stdout),
+        );
+        assert.equal(observed.stdout.split("\n").length, 3, JSON.stringify(observed.stdout));
+
+        // The status line of a run waiting for either lease.
+        for (const lease of [a, b]) {
+          const line = statusText(lease.name, 1_500, await inspect(admin, lease.name), 1);
+          assert.doesNotMatch(line, /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u, JSON.stringify(line));
+        }
+        assert.match(
+          statusText(a.name, 1_500, await inspect(admin, a.name), 1),
+          /held by .*:ops\\nrm -rf \/ \\u001b\[2J/,
+        );
+      } finally {
+        await Promise.all([release(a), release(b), release(leader)]);
+      }
+    },
+  );
+
+  test("printable() escapes controls, format characters and separators JSON-style, and keeps the rest", () => {
+    assert.equal(
+      printable("a\nb\tc\x1b[2J\x7f\u0085\u202e\u200b\u2028\u2029\u{E0001}\uD800 é 東京 🚀 \\n"),
+      "a\\nb\\tc\\u001b[2J\\u007f\\u0085\\u202e\\u200b\\u2028\\u2029\\udb40\\udc01\\ud800 é 東京 🚀 \\n",
+    );
+    assert.equal(printable("host=web-1 pid=7 cmd=./job.sh"), "host=web-1 pid=7 cmd=./job.sh");
+    assert.equal(displayWidth("ab東京🚀é"), 2 + 4 + 2 + 1);
+  });
+
+  test("the status line is cut to the terminal's width in columns (CJK and emoji take two)", () => {
+    const wide = "夜間レポートを生成する東京ホスト🚀🚀🚀".repeat(4);
+    const info = {
+      name: "夜間レポート",
+      held: true,
+      kind: "exclusive",
+      permits: undefined,
+      owners: [{ owner: `abc ${wide}`, label: wide, holds: 1, kind: "exclusive", remainingMs: 20_000 }],
+      remainingMs: 20_000,
+      fence: 1,
+      waiters: 1,
+    } as unknown as Parameters<typeof statusText>[2];
+    for (const width of [40, 80, 81, 200]) {
+      const line = fit(statusText("夜間レポート", 1_500, info, 1), width);
+      assert.ok(columns(line) <= width - 1, `${columns(line)} columns on a ${width}-column terminal: ${line}`);
+      assert.ok(line.endsWith("…"), line);
+    }
+    // Plain text: as many characters as fit, then "…", one column short of the edge.
+    assert.equal(fit("x".repeat(200), 80), `${"x".repeat(78)}…`);
+    assert.equal(fit("short", 80), "short");
+  });
+
+  test(
+    "the status line's place in queue is this waiter's, even when another waiter has the same label",
+    T,
+    async () => {
+      const name = unique("place");
+      const label = "host=worker pid=1 cmd=./job.sh"; // two containers: same hostname, both CLIs PID 1
+      const blocker = await acquire(admin, name);
+      const [c1, c2] = await Promise.all([srv.client(), srv.client()]);
+      const first = acquire(c1, name, { label, waitMs: 30_000 });
+      for (let i = 0; i < 200 && (await inspect(admin, name)).waiters < 1; i++) await sleep(25);
+      const second = acquire(c2, name, { label, waitMs: 30_000 });
+      for (let i = 0; i < 200 && (await inspect(admin, name)).waiters < 2; i++) await sleep(25);
+      try {
+        // Each waiter's line in turn (one capture of stderr at a time).
+        const lines: string[] = [];
+        for (const c of [c1, c2]) {
+          const writes = await capturingStderr(async (writes) => {
+            const status = startStatus(c, { name, prefix: "redlease", start: performance.now() });
+            try {
+              for (let i = 0; i < 100 && !writes.some((w) => w.includes("in queue")); i++) await sleep(50);
+            } finally {
+              await status.stop();
+            }
+          });
+          lines.push(writes.find((w) => w.includes("in queue")) ?? "");
+        }
+        assert.match(lines[0], /· 1st of 2 in queue ·/, lines[0]);
+        assert.match(lines[1], /· 2nd of 2 in queue ·/, lines[1]);
+      } finally {
+        await release(blocker);
+        await release(await first);
+        await release(await second);
+      }
+    },
+  );
 
   test(
     "a waiting run shows a status line on a terminal (elapsed, place in queue, holder by label) and clears it; none on a pipe",
