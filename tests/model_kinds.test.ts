@@ -33,6 +33,8 @@ import { abortedWithin, type Client, type RedisServer, runtimeName, sleep, start
 const RUNS = Number(process.env.MODEL_RUNS ?? 60);
 const SEED = process.env.MODEL_SEED === undefined ? undefined : Number(process.env.MODEL_SEED);
 const OWNERS = ["owner-0", "owner-1", "owner-2"];
+// The election model waits for elections, expiries and claim windows: half the runs, to keep the suite's time.
+const ELECTION_RUNS = Number(process.env.MODEL_RUNS ?? 30);
 
 /** A hold in the model: one per (owner, kind). */
 interface HoldModel {
@@ -490,11 +492,11 @@ describe(`model of leader election (${runtimeName()})`, () => {
     }
   }
 
-  test(`campaigns, resignations, expiry, proclamations and forceUnlock match the model; one leader, terms only grow (${RUNS} runs)`, async () => {
+  test(`campaigns, resignations, expiry, proclamations and forceUnlock match the model; one leader, terms only grow (${ELECTION_RUNS} runs)`, async () => {
     const property = fc.asyncProperty(fc.array(eop, { minLength: 1, maxLength: 20 }), (ops) => runElection(ops));
     try {
       const example = process.env.MODEL_EXAMPLE ? [[JSON.parse(process.env.MODEL_EXAMPLE)] as [EOp[]]] : undefined;
-      await fc.assert(property, { numRuns: example ? 0 : RUNS, seed: SEED, examples: example });
+      await fc.assert(property, { numRuns: example ? 0 : ELECTION_RUNS, seed: SEED, examples: example });
     } catch (e) {
       const cause = (e as { cause?: unknown }).cause;
       throw new Error(

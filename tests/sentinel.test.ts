@@ -71,7 +71,9 @@ describe("primary + replica + 3 sentinels", () => {
     const s = await startSentinel({ replicas: 2 });
     setups.push(s);
     const [a, b, c] = [await s.sentinelClient(), await s.sentinelClient(), await s.sentinelClient()];
-    const o = { replicas: 1, watchdogMs: 15_000 };
+    // A 30 s watchdog: renewals fail with ReplicationError until Sentinel has the other replica follow the promoted
+    // one, and each hold must outlast that (seconds, more on a loaded machine) to be renewed there.
+    const o = { replicas: 1, watchdogMs: 30_000 };
     const [el, rw, pn, names] = ["leader", "report", "upstream", ["account:1", "account:2"]];
     // An observer of the election, opened through a Sentinel client before it all.
     const stop = new AbortController();
@@ -164,7 +166,11 @@ describe("primary + replica + 3 sentinels", () => {
         await until(
           `a renewal of ${name} by ${owner} on the new primary`,
           async () => (await ttl(name, owner)) > before + 1_000 || undefined,
-        );
+          45_000,
+        ).catch((e: Error) => {
+          const state = held.map((l) => `${l.name}: ${l.signal.aborted ? String(l.signal.reason) : "held"}`);
+          throw new Error(`${e.message} (${state.join("; ")})`);
+        });
       }));
       for (const l of held) assert.equal(l.signal.aborted, false, `${l.name}: ${String(l.signal.reason)}`);
 
