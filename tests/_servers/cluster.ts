@@ -14,7 +14,7 @@ import { slotOf } from "../../src/adapters/_slot.ts";
 import { removeDir, tempDir, tryKill } from "./cleanup.ts";
 import { type Client, connectClient, type RedisServer, startServer } from "./redis.ts";
 import { type Arg, command, parseInfo, type Reply } from "./resp.ts";
-import { closeQuietly, sleep, waitUntil } from "./wait.ts";
+import { ownedBy, sleep, waitUntil } from "./wait.ts";
 
 export type ClusterClient = ReturnType<typeof createCluster>;
 type ClusterOptions = Parameters<typeof createCluster>[0];
@@ -195,16 +195,7 @@ async function startClusterOnce(opts: ClusterStartOptions): Promise<StartedClust
   const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
   if (masters < 1 || replicasPerMaster < 0) throw new Error("startCluster: need masters >= 1, replicasPerMaster >= 0");
   const dir = tempDir("cluster");
-  const procs: RedisServer[] = [];
-  const closers: Array<() => Promise<unknown>> = [];
-  let stopped = false;
-  const stopAll = async () => {
-    if (stopped) return;
-    stopped = true;
-    await Promise.all(closers.splice(0).map(closeQuietly));
-    await Promise.all(procs.map((p) => p.stop()));
-    removeDir(dir);
-  };
+  const { procs, closers, stop: stopAll } = ownedBy<RedisServer>(dir, removeDir);
   try {
     const total = masters * (1 + replicasPerMaster);
     const args = clusterNodeArgs(dir, opts.nodeTimeoutMs ?? 2000);

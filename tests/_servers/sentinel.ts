@@ -14,7 +14,7 @@ import { Redis as IORedis, type RedisOptions as IORedisOptions } from "ioredis";
 import { removeDir, tempDir } from "./cleanup.ts";
 import { type Client, connectClient, type RedisServer, startServer } from "./redis.ts";
 import { type Arg, command, info, pairs, type Reply } from "./resp.ts";
-import { closeQuietly, waitUntil, withTimeout } from "./wait.ts";
+import { ownedBy, waitUntil, withTimeout } from "./wait.ts";
 
 function makeSentinelClient(options: Parameters<typeof createSentinel>[0]) {
   return createSentinel(options);
@@ -103,16 +103,7 @@ export async function startSentinel(opts: SentinelStartOptions = {}): Promise<St
   if (nSentinels < 1 || nReplicas < 0) throw new Error("startSentinel: need sentinels >= 1, replicas >= 0");
 
   const dir = tempDir("sentinel");
-  const procs: RedisServer[] = [];
-  const closers: Array<() => Promise<unknown>> = [];
-  let stopped = false;
-  const stopAll = async () => {
-    if (stopped) return;
-    stopped = true;
-    await Promise.all(closers.splice(0).map(closeQuietly));
-    await Promise.all(procs.map((p) => p.stop()));
-    removeDir(dir);
-  };
+  const { procs, closers, stop: stopAll } = ownedBy<RedisServer>(dir, removeDir);
 
   try {
     const master = await startServer({ kind: "master", dir, args: dataNodeArgs() });

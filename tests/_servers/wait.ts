@@ -40,3 +40,28 @@ export async function waitUntil(
     await sleep(intervalMs);
   }
 }
+
+/**
+ * What a topology starter owns: its temp dir, its servers and the clients it made. `stop()` closes the clients, then
+ * stops the servers and removes the dir, once however often it is called.
+ */
+export function ownedBy<P extends { stop(): Promise<unknown> }>(dir: string, removeDir: (dir: string) => void): {
+  readonly procs: P[];
+  readonly closers: Array<() => Promise<unknown>>;
+  stop(): Promise<void>;
+} {
+  const procs: P[] = [];
+  const closers: Array<() => Promise<unknown>> = [];
+  let stopped = false;
+  return {
+    procs,
+    closers,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await Promise.all(closers.splice(0).map(closeQuietly));
+      await Promise.all(procs.map((p) => p.stop()));
+      removeDir(dir);
+    },
+  };
+}
