@@ -17,7 +17,8 @@
 --          grant's claim window); for a waiting caller { that number, µs when it was queued, 1 if this call
 --          queued it else 0 };
 --          "!upgrade" when this owner holds the lease shared (waiting for exclusive would deadlock), "!p<n>" when
---          the lease is held as n permits.
+--          the lease is held as n permits. When this call passed on a grant its waiter never claimed, a number reply
+--          comes as { that number, 0, 0, 1 } and a table reply with a 4th element 1.
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, ms, aid, entry, pub = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6]
 -- The uncontended path comes first and stays cheap (no number conversions, no closures): with no record and
@@ -94,8 +95,14 @@ end
 if by and now > by then
   -- Handed over but never claimed (its waiter is dead, partitioned or deaf): take it back, pass it on. An
   -- unclaimed grant is its owner's only exclusive hold (a re-entry or a downgrade would have claimed it); shared
-  -- holds of its owner stay, and take_free counts them.
-  return take_free(fence)
+  -- holds of its owner stay, and take_free counts them. The reply says so (as a table with a 4th element 1).
+  local r = take_free(fence)
+  if type(r) == 'table' then
+    r[4] = 1
+    return r
+  end
+  if type(r) == 'number' then return { r, 0, 0, 1 } end
+  return r
 end
 -- Re-entry (another owner's hold took the contended path above). Record this attempt, for its undo. If the
 -- owner's hold is a grant still to be claimed by its waiter, the owner is evidently alive: that claims it, and the

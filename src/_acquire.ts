@@ -1,6 +1,8 @@
 // acquire() after validation, and the argument checks shared by the public entry points. The flow reads one way:
 // attempt (one script call, bounded) → grant (a hold with its local deadline) or wait (queued, woken by one
 // message, re-checking on a heartbeat) → grant. A call whose outcome is unknown is undone by its attempt id.
+import { acquiredEvent, emit, eventKind, failedEvent } from "./_events.ts";
+import type { LeaseEventHandler } from "./events.ts";
 import { log } from "./_log.ts";
 import {
   ABORT_CLEANUP_MS,
@@ -119,6 +121,22 @@ class Attempt {
 
   /** Whether undo() has been sent since the last call. */
   undone = false;
+  /** Whether it waited (a `queued` event was told). */
+  queued = false;
+
+  /** Tell the event handler, if any, that this acquire waits (once per call); `retryMs` as Redis said. */
+  wait(retryMs: number): void {
+    const ev = this.st.events;
+    if (!ev || this.queued) return;
+    this.queued = true;
+    emit(ev, {
+      type: "queued",
+      name: this.o.name,
+      kind: eventKind(this.o.kind, this.o.leader),
+      owner: this.owner,
+      retryMs,
+    });
+  }
 
   /**
    * One script call. When it fails, its outcome is unknown: the caller abandons the attempt. When it says that the
@@ -127,7 +145,13 @@ class Attempt {
   call(entry?: QueueEntry): Promise<Acquired> {
     this.undone = false;
     const a = { kind: this.o.kind, owner: this.owner, ms: this.o.ms, attempt: this.id, entry };
-    return acquireCall(this.st, this.keys, a, this.bound);
+    const r = acquireCall(this.st, this.keys, a, this.bound);
+    const ev = this.st.events;
+    return ev ? r.then((x) => (x.passedOn && this.passedOn(ev), x)) : r;
+  }
+
+  passedOn(ev: LeaseEventHandler): void {
+    emit(ev, { type: "passed-on", name: this.o.name, kind: eventKind(this.o.kind, this.o.leader) });
   }
 
   /**
@@ -258,26 +282,35 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
   const a = new Attempt(client, o);
   const queue = o.waitMs > 0 && a.st.canListen;
   let w: Waited | undefined;
-  if (queue && a.st.listening && a.st.subscribed(channelOf(a.keys, a.st.id))) {
-    // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
-    w = await waitQueued(a, -1);
-  } else {
-    let r: Acquired;
-    try {
-      r = await a.call();
-    } catch (e) {
-      throw await a.abandon(e);
+  // (One async frame for the whole call: the uncontended path allocates no more promises than it must.)
+  try {
+    if (queue && a.st.listening && a.st.subscribed(channelOf(a.keys, a.st.id))) {
+      // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
+      w = await waitQueued(a, -1);
+    } else {
+      let r: Acquired;
+      try {
+        r = await a.call();
+      } catch (e) {
+        throw await a.abandon(e);
+      }
+      const lease = r.fence === undefined ? undefined : a.fromReply(r, a.start);
+      if (lease) w = { lease, wrote: true };
+      else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? 0);
+      else {
+        o.signal?.throwIfAborted();
+        if (!queue && r.fence !== undefined) await a.restart();
+        w = queue ? await waitQueued(a, r.retryMs ?? 0) : await waitPolling(a, r.retryMs ?? 0);
+      }
     }
-    const lease = r.fence === undefined ? undefined : a.fromReply(r, a.start);
-    if (lease) w = { lease, wrote: true };
-    else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? 0);
-    else {
-      o.signal?.throwIfAborted();
-      if (!queue && r.fence !== undefined) await a.restart();
-      w = queue ? await waitQueued(a, r.retryMs ?? 0) : await waitPolling(a, r.retryMs ?? 0);
-    }
+    if (o.replicas > 0) await confirmReplicated(a, w.lease, w.wrote);
+  } catch (e) {
+    const ev = a.st.events;
+    if (ev) failedEvent(ev, o.name, eventKind(o.kind, o.leader), e, o.signal, a.start);
+    throw e;
   }
-  if (o.replicas > 0) await confirmReplicated(a, w.lease, w.wrote);
+  const ev = a.st.events;
+  if (ev) acquiredEvent(ev, w.lease.hold, a.start, a.queued, !w.wrote);
   return w.lease;
 }
 
@@ -335,6 +368,7 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
   };
   const waiter = new Waiter(entry);
   const channel = channelOf(a.keys, st.id);
+  if (st.events) a.wait(retryMs);
   const listening = st.listen(channel, a.id, (m) => waiter.onMessage(m));
   let leave: () => void;
   if (typeof listening === "function") leave = listening;
@@ -400,6 +434,7 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
 
 /** Without pub/sub (e.g. HTTP): retry with jittered exponential backoff, every sleep bounded by the holder's TTL. */
 async function waitPolling(a: Attempt, retryMs: number): Promise<Waited> {
+  if (a.st.events) a.wait(retryMs);
   for (let backoff = 10;; backoff = Math.min(backoff * 2, 1_000)) {
     const left = a.deadline - performance.now();
     if (left <= 0) throw a.timeout(retryMs);

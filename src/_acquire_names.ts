@@ -5,6 +5,7 @@
 // anyway), without holding up the caller beyond its bounds.
 import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, type ClientState, type RedisLike, stateOf } from "./_client.ts";
 import { acquireResolved, giveBack } from "./_acquire.ts";
+import { acquiredEvent, failedEvent } from "./_events.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
@@ -35,6 +36,12 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
       : Math.min(until + ACQUIRE_GRACE_MS - performance.now(), ABORT_CLEANUP_MS * 4);
     return Promise.race([p, nap(Math.max(0, left), undefined)]);
   };
+  /** `e`, told to the event handler if any (the one-by-one path's acquires tell their own). */
+  const failed = (e: unknown) => {
+    const ev = st.events;
+    if (ev) failedEvent(ev, e instanceof LockTimeoutError ? e.lockName : o.name, "exclusive", e, o.signal, start);
+    return e;
+  };
   if (o.kind === "x" && names.length > 1 && st.publish === "PUBLISH" && o.replicas === 0) {
     // One server: try all at once.
     const t0 = performance.now();
@@ -47,17 +54,24 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
     } catch (e) {
       // Unknown outcome: give back whatever this attempt took, name by name.
       await settle(undo());
-      if (o.signal?.aborted) throw o.signal.reason;
-      throw e instanceof RedisTimeoutError
-        ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e })
-        : e;
+      throw failed(
+        o.signal?.aborted
+          ? o.signal.reason
+          : e instanceof RedisTimeoutError
+          ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e })
+          : e,
+      );
     }
     if (Array.isArray(r)) {
       const deadline = t0 + o.ms - drift(o.ms);
       const parts = r.map((fence, i) =>
         grant(st, { kind: "x", keys: keys[i], name: names[i], owner, fence, deadline }, o)
       );
-      if (parts.every((p) => p !== undefined)) return new LeaseGroup(parts as LeaseImpl[]);
+      if (parts.every((p) => p !== undefined)) {
+        const ev = st.events;
+        if (ev) { for (const p of parts as LeaseImpl[]) acquiredEvent(ev, p.hold, start, false, false); }
+        return new LeaseGroup(parts as LeaseImpl[]);
+      }
       // The reply came after the lease ran out: undo this attempt (the holds it took, re-entries included) before
       // taking the names one by one, which would otherwise re-enter them.
       for (const p of parts) {
@@ -68,7 +82,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
       }
       await Promise.race([undo(), nap(Math.max(0, Math.min(until - performance.now(), 1_000)), undefined)]);
     } else if (o.waitMs === 0) {
-      throw new LockTimeoutError(names[r - 1], -1, performance.now() - start);
+      throw failed(new LockTimeoutError(names[r - 1], -1, performance.now() - start));
     }
   }
   // One by one, in name order (the order every caller uses), each bounded by what is left of the wait. A name lost

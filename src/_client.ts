@@ -1,10 +1,12 @@
 // Per-client state: script loading with NOSCRIPT recovery, waiter routing over the driver's pub/sub, and the
 // holds this client owns (one watchdog per held name and owner).
 import type { Logger } from "./configure.ts";
+import type { LeaseEventHandler } from "./events.ts";
+import { emit } from "./_events.ts";
 import { log } from "./_log.ts";
 import type { Script } from "./_scripts.ts";
 import type { Hold, Target } from "./_hold.ts";
-import { extendCall, parseMessage, releaseHeld, type WaiterMessage } from "./_protocol.ts";
+import { extendCall, parseMessage, releaseCall, releaseHeld, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError, ReplicationError } from "./errors.ts";
 import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
@@ -205,6 +207,8 @@ export class ClientState implements Target {
   #checked = false;
   /** Where this client's messages go (see configure()). */
   logger: Logger | null = defaultLogger;
+  /** Who hears of this client's lease events (see configure()). */
+  events: LeaseEventHandler | undefined;
 
   constructor(readonly driver: Driver) {
     this.publish = driver.sharded ? "SPUBLISH" : "PUBLISH";
@@ -333,7 +337,14 @@ export class ClientState implements Target {
   }
 
   release(hold: Hold, bound: Bound): Promise<boolean> {
-    return releaseHeld(this, hold.keys, { kind: hold.kind, owner: hold.owner, fence: hold.fenceText }, bound);
+    const args = { kind: hold.kind, owner: hold.owner, fence: hold.fenceText };
+    const ev = this.events;
+    if (!ev) return releaseHeld(this, hold.keys, args, bound);
+    // With an event handler: what the release did, to tell it of a handoff.
+    return releaseCall(this, hold.keys, args, bound).then((r) => {
+      if (r === "handed-over") emit(ev, { type: "handed-over", ...hold.event() });
+      return r !== "not-held";
+    });
   }
 
   /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */

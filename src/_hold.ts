@@ -2,6 +2,8 @@
 // It owns its clock and its one timer (the next renewal, or the local deadline) and every change of its state:
 // granted, re-entered, renewed, extended, lost, released.
 import type { Logger } from "./configure.ts";
+import type { HoldEventBase, LeaseEventHandler } from "./events.ts";
+import { emit, eventKind } from "./_events.ts";
 import { log } from "./_log.ts";
 import type { Bound } from "./_client.ts";
 import { holdId, type Kind, type LeaseKeys, tokenOf } from "./_protocol.ts";
@@ -43,6 +45,8 @@ export interface Target {
   readonly resumable: boolean;
   /** Where messages about holds here go (see configure()). */
   readonly logger: Logger | null;
+  /** Who hears of what happens to holds here (see configure()), if anyone. */
+  readonly events: LeaseEventHandler | undefined;
 }
 
 /** What a grant needs to know of the acquire options. */
@@ -51,6 +55,8 @@ export interface GrantOptions {
   readonly watchdog: boolean;
   readonly replicas: number;
   readonly replicaTimeoutMs: number;
+  /** A leadership (campaign): events say so. */
+  readonly leader?: boolean;
 }
 
 /** One grant from Redis, as the acquire path learned it. */
@@ -104,6 +110,18 @@ export class Hold {
     this.#watchdog = o.watchdog;
     this.replicas = o.replicas;
     this.replicaTimeoutMs = o.replicaTimeoutMs;
+    this.leader = o.leader === true;
+    this.since = clock.now();
+  }
+
+  /** A leadership (campaign). */
+  readonly leader: boolean;
+  /** When this process got the hold (clock.now()). */
+  readonly since: number;
+
+  /** What every event about this hold says (built only for a handler). */
+  event(): HoldEventBase {
+    return { name: this.name, kind: eventKind(this.kind, this.leader), owner: this.owner, fence: this.fence };
   }
 
   /** Exclusive, shared or a permit (the scripts that renew and release it depend on it). */
@@ -202,24 +220,31 @@ export class Hold {
       if (!this.active) return;
       // Redis unreachable or erroring: keep trying until the local deadline, then give the lease up.
       const left = this.#deadline - this.clock.now();
+      const ev = this.target.events;
+      if (ev) emit(ev, { type: "renewal-failed", ...this.event(), error: e, leftMs: Math.max(0, left) });
       if (left <= 0) return this.lose(this.#watchdog ? "unreachable" : "expired", e);
       if (this.#timer !== undefined) this.clock.clear(this.#timer);
       this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
-      log(
-        this.target.logger,
-        "debug",
-        `redlease: renewing lease '${this.name}' failed; retrying for ${Math.round(left)} ms`,
-        {
-          name: this.name,
-          error: e,
-        },
-      );
+      // (The message is built only for a debug logger: a retried renewal costs nothing more without one.)
+      if (this.target.logger?.debug) {
+        log(
+          this.target.logger,
+          "debug",
+          `redlease: renewing lease '${this.name}' failed; retrying for ${Math.round(left)} ms`,
+          {
+            name: this.name,
+            error: e,
+          },
+        );
+      }
       return;
     }
     this.#renewing = false;
     if (!this.active) return;
-    if (held) this.renewed(t0, this.#ms);
-    else this.lose("not-held");
+    if (!held) return this.lose("not-held");
+    this.renewed(t0, this.#ms);
+    const ev = this.target.events;
+    if (ev) emit(ev, { type: "renewed", ...this.event(), ttlMs: this.#ms });
   }
 
   ended(): Promise<unknown> | undefined {
@@ -236,11 +261,17 @@ export class Hold {
     this.ended();
     const reason = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
     for (const h of this.handles.slice()) h.end(reason); // a copy: a handle's abort listener may release it
-    log(this.target.logger, "debug", `redlease: lease '${this.name}' lost (${why})`, {
-      name: this.name,
-      why,
-      error: cause,
-    });
+    if (this.target.logger?.debug) {
+      log(this.target.logger, "debug", `redlease: lease '${this.name}' lost (${why})`, {
+        name: this.name,
+        why,
+        error: cause,
+      });
+    }
+    const ev = this.target.events;
+    if (ev) {
+      emit(ev, { type: "lost", ...this.event(), reason: why, error: reason, heldMs: this.clock.now() - this.since });
+    }
   }
 
   stop(): void {
@@ -359,6 +390,12 @@ export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boo
   // Sent before the hold stops, so that the call's bound takes the shared timer over from the hold's renewal.
   const sent = hold.target.release(hold, { until, name: hold.name });
   if (hold.handles.length === 0) hold.stop();
+  const ev = hold.target.events;
+  // (A lost hold told its end already, by its `lost` event.)
+  if (ev && !hold.lost) {
+    const final = hold.handles.length === 0;
+    emit(ev, { type: "released", ...hold.event(), final, heldMs: now - hold.since });
+  }
   lease.releasing = hold.onEnd ? sent.finally(() => hold.handles.length === 0 ? hold.ended() : undefined) : sent;
   // Set before the signal aborts: a listener that releases this handle too must find it released.
   lease.end(released ??= new DOMException("Lease released", "AbortError"));

@@ -193,6 +193,8 @@ export type Acquired =
     readonly retryMs?: undefined;
     readonly queuedAt?: undefined;
     readonly queuedNow?: undefined;
+    /** This call passed on a grant that its waiter never claimed in time. */
+    readonly passedOn?: boolean;
   }
   | {
     readonly fence?: undefined;
@@ -202,6 +204,8 @@ export type Acquired =
     readonly queuedAt?: number;
     /** Whether this call queued it (so the caller's send time is no later than `queuedAt`). */
     readonly queuedNow?: boolean;
+    /** This call passed on a grant that its waiter never claimed in time. */
+    readonly passedOn?: boolean;
   };
 
 export interface AcquireArgs {
@@ -254,8 +258,11 @@ function acquired(r: unknown): Acquired {
     const n = Number(r);
     return n > 0 ? { fence: n, fenceText: typeof r === "string" ? r : undefined } : { retryMs: -1 - n };
   }
-  const [busy, queuedAt, queuedNow] = r as number[];
-  return { retryMs: -1 - Number(busy), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1 };
+  const [n, queuedAt, queuedNow, passed] = r as number[];
+  // (A 4th element: this call passed on a grant its waiter never claimed, and then took the lease or waits.)
+  const passedOn = Number(passed) === 1 || undefined;
+  if (Number(n) > 0) return { fence: Number(n), passedOn };
+  return { retryMs: -1 - Number(n), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1, passedOn };
 }
 
 /** What a release did. */

@@ -2,7 +2,9 @@
 // handles as a single Redis: acquire on every node with a per-node timeout, succeed on a majority within the
 // lease's validity, undo everywhere otherwise; renew and release by quorum.
 import type { Logger } from "./configure.ts";
+import type { LeaseEventHandler } from "./events.ts";
 import { giveBack } from "./_acquire.ts";
+import { acquiredEvent, emit, eventKind, failedEvent } from "./_events.ts";
 import {
   ABORT_CLEANUP_MS,
   ACQUIRE_GRACE_MS,
@@ -47,6 +49,10 @@ export class RedlockGroup implements Target {
   /** A group's messages go where its first client's do. */
   get logger(): Logger | null {
     return this.nodes[0].logger;
+  }
+  /** And its events go to its first client's handler. */
+  get events(): LeaseEventHandler | undefined {
+    return this.nodes[0].events;
   }
   /**
    * Owner strings given to this group are its own (not those of the same string on one of its clients alone): one
@@ -134,6 +140,28 @@ export async function acquireRedlock(
   retryDelayMs: number,
 ): Promise<LeaseImpl> {
   const group = groupOf(clients, nodeTimeoutMs);
+  const ev = group.events;
+  if (!ev) return acquireOn(group, o, retryDelayMs);
+  const waited = { queued: false };
+  const startedAt = performance.now();
+  let lease: LeaseImpl;
+  try {
+    lease = await acquireOn(group, o, retryDelayMs, waited);
+  } catch (e) {
+    failedEvent(ev, o.name, eventKind(o.kind, false), e, o.signal, startedAt);
+    throw e;
+  }
+  acquiredEvent(ev, lease.hold, startedAt, waited.queued, false);
+  return lease;
+}
+
+/** acquireRedlock() on `group`; `waited` (with an event handler) learns whether it had to wait, and tells it. */
+async function acquireOn(
+  group: RedlockGroup,
+  o: Resolved,
+  retryDelayMs: number,
+  waited?: { queued: boolean },
+): Promise<LeaseImpl> {
   const keys = keysOf(o.prefix, o.name);
   const owner = ownerFor(group, keys, o);
   const start = performance.now();
@@ -218,6 +246,12 @@ export async function acquireRedlock(
         throw new QuorumError(o.name, fences.length, group.quorum, errors);
       }
       throw new LockTimeoutError(o.name, busy.length ? Math.min(...busy) : -1, performance.now() - start);
+    }
+    const ev = group.events;
+    if (waited && ev && !waited.queued) {
+      waited.queued = true;
+      const retryMs = busy.length ? Math.min(...busy) : -1;
+      emit(ev, { type: "queued", name: o.name, kind: eventKind(o.kind, false), owner, retryMs });
     }
     const pause = Math.min(left, retryDelayMs * (0.5 + Math.random()));
     await nap(pause, o.signal);

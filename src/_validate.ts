@@ -116,6 +116,8 @@ export interface Resolved {
   readonly claimMs: number;
   /** How the hold shares the lease: "x" exclusive, "s" shared, "p<n>" one of n permits. */
   readonly kind: Kind;
+  /** A leadership (campaign): its events say so. */
+  readonly leader?: boolean;
 }
 
 export function resolveAcquire(

@@ -59,6 +59,7 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
   if (value !== undefined) checkValue(op, value);
   let o = resolveAcquire(op, name, { waitMs: Infinity, ...rest }, ownerOf);
   if (o.kind !== "x") fail(op, "options", "cannot ask for a shared lease or permits", options);
+  o = { ...o, leader: true };
   const st = stateOf(client);
   const keys = keysOf(o.prefix, name);
   const until = performance.now() + o.waitMs;

@@ -1,6 +1,9 @@
 import { type RedisLike, stateOf } from "./_client.ts";
 import { checkClient } from "./_client.ts";
 import { fail } from "./_validate.ts";
+import type { LeaseEventHandler } from "./events.ts";
+
+export type * from "./events.ts";
 
 /**
  * Where redlease's own messages go: the warnings it cannot throw (a risky server setting, a lease that could not be
@@ -44,6 +47,24 @@ export interface ConfigureOptions {
    * ```
    */
   readonly logger?: Logger | null;
+  /**
+   * Who hears of this client's lease events (see {@linkcode LeaseEvent}): every acquire, wait, renewal, loss,
+   * release and handoff, for every kind of lease, as it happens; `null` removes it. One handler per client: to feed
+   * several, call them from one function. `redlease/otel` makes one that records OpenTelemetry metrics and spans.
+   * Without a handler, no event is built (nothing is allocated for it). A Redlock group's events go to its first
+   * client's handler.
+   * @default {undefined: none}
+   * @example Print every lost lease, and how long callers wait
+   * ```ts
+   * configure(client, {
+   *   onEvent: (e) => {
+   *     if (e.type === "lost") console.warn(`lost ${e.name}: ${e.reason}`);
+   *     if (e.type === "acquired" && e.queued) console.log(`${e.name}: waited ${e.waitMs.toFixed(1)} ms`);
+   *   },
+   * });
+   * ```
+   */
+  readonly onEvent?: LeaseEventHandler | null;
 }
 
 /**
@@ -73,5 +94,10 @@ export function configure(client: RedisLike, options: ConfigureOptions): void {
       fail(op, "logger.debug", "must be a function when given", logger.debug);
     }
   }
-  if ("logger" in options && logger !== undefined) stateOf(client).logger = logger;
+  const onEvent = options.onEvent;
+  if (onEvent !== undefined && onEvent !== null && typeof onEvent !== "function") {
+    fail(op, "onEvent", "must be a function (event) => void, or null", onEvent);
+  }
+  if (logger !== undefined) stateOf(client).logger = logger;
+  if (onEvent !== undefined) stateOf(client).events = onEvent ?? undefined;
 }

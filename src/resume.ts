@@ -1,5 +1,6 @@
 import { acquireResolved, ownerOf } from "./_acquire.ts";
 import { ACQUIRE_GRACE_MS, checkClient, type RedisLike, stateOf } from "./_client.ts";
+import { emit } from "./_events.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
 import { extendCall, holdId, keysOf, parseToken } from "./_protocol.ts";
 import { checkCallOptions, fail, resolveAcquire, type Resolved } from "./_validate.ts";
@@ -125,5 +126,7 @@ async function resumeResolved(
       throw new ReplicationError(o.name, acked, o.replicas);
     }
   }
+  const ev = st.events;
+  if (ev) emit(ev, { type: "resumed", ...lease.hold.event() });
   return lease;
 }

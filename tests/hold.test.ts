@@ -45,6 +45,7 @@ class FakeTarget implements Target {
   readonly holds = new Map<string, Hold>();
   readonly resumable = true;
   logger: Logger | null = null;
+  events = undefined;
   renewals: Array<{ at: number; ms: number; bound: Bound }> = [];
   answer: () => Promise<boolean> = () => Promise.resolve(true);
   constructor(readonly clock: FakeClock) {}

@@ -1,0 +1,58 @@
+// Events (see events.ts): built only where a handler is registered, and handed to it in a way that a handler that
+// throws or rejects never breaks the lease.
+import type { LeaseEvent, LeaseEventHandler, LeaseEventKind } from "./events.ts";
+import type { Kind } from "./_protocol.ts";
+import type { Hold } from "./_hold.ts";
+import { LockTimeoutError } from "./errors.ts";
+
+/** Hand `event` to `handler`; its failure (a throw, a rejection) is its own. */
+export function emit(handler: LeaseEventHandler, event: LeaseEvent): void {
+  try {
+    const r: unknown = handler(event);
+    if (typeof (r as PromiseLike<unknown> | undefined)?.then === "function") {
+      (r as Promise<unknown>).then(undefined, () => {});
+    }
+  } catch { /* the handler's own failure: redlease goes on */ }
+}
+
+/** The event kind of a protocol kind; `leader` for a leadership. */
+export function eventKind(kind: Kind, leader: boolean | undefined): LeaseEventKind {
+  return leader ? "leader" : kind === "x" ? "exclusive" : kind === "s" ? "shared" : "permit";
+}
+
+/** Tell `handler` that an acquire started at `startedAt` got `hold`. */
+export function acquiredEvent(
+  handler: LeaseEventHandler,
+  hold: Hold,
+  startedAt: number,
+  queued: boolean,
+  handedOff: boolean,
+): void {
+  const waitMs = performance.now() - startedAt, reentered = hold.since < startedAt;
+  emit(handler, { type: "acquired", ...hold.event(), waitMs, startedAt, queued, handedOff, reentered });
+}
+
+/** Tell `handler` that an acquire of `name` started at `startedAt` fails with `error`. */
+export function failedEvent(
+  handler: LeaseEventHandler,
+  name: string,
+  kind: LeaseEventKind,
+  error: unknown,
+  signal: AbortSignal | undefined,
+  startedAt: number,
+): void {
+  const outcome = signal?.aborted && error === signal.reason
+    ? "aborted"
+    : error instanceof LockTimeoutError
+    ? "timeout"
+    : "error";
+  emit(handler, {
+    type: "acquire-failed",
+    name,
+    kind,
+    outcome,
+    error,
+    waitMs: performance.now() - startedAt,
+    startedAt,
+  });
+}

@@ -1,0 +1,297 @@
+// The event hook (configure(client, { onEvent })): every kind of lease tells what happens to it — queued, acquired
+// (waited, handed off, re-entered), acquire-failed (timeout, aborted), renewed, renewal-failed, lost, released,
+// handed-over, resumed, passed-on — each once, with the facts of the moment; a handler that throws changes nothing;
+// a bad handler is refused before any Redis command; `null` removes it.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  acquire,
+  campaign,
+  configure,
+  type LeaseEvent,
+  LeaseLostError,
+  LockTimeoutError,
+  release,
+  resume,
+} from "../mod.ts";
+import { createClient } from "redis";
+import { redlock } from "../src/redlock.ts";
+import { startProxy } from "../chaos/_proxy.ts";
+import { type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
+
+let srv: RedisServer;
+let a: Client;
+let b: Client;
+let n = 0;
+const fresh = () => `events-test-${++n}-${Math.random().toString(36).slice(2)}`;
+const T = { timeout: 60_000 };
+/** Every event of clients a and b, in order. */
+type Seen = LeaseEvent & { client: string };
+const seen: Seen[] = [];
+/** The events of `type`, narrowed. */
+const only = <K extends LeaseEvent["type"]>(list: readonly LeaseEvent[], type: K) =>
+  list.filter((e) => e.type === type) as Array<Extract<LeaseEvent, { type: K }> & { client?: string }>;
+const of = (name: string) => seen.filter((e) => e.name === name);
+const types = (name: string) => of(name).map((e) => `${e.client}:${e.type}`);
+
+async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!ok()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+describe("events", () => {
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+    configure(a, { onEvent: (e) => void seen.push({ ...e, client: "a" }) });
+    configure(b, { onEvent: (e) => void seen.push({ ...e, client: "b" }) });
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("a bad handler is refused before any Redis command; null removes it", T, async () => {
+    const idle = noCommands();
+    for (const bad of [42, "f", {}, true]) {
+      assert.throws(
+        () => configure(idle, { onEvent: bad } as never),
+        (e: unknown) => e instanceof TypeError && /'onEvent' must be a function/.test((e as Error).message),
+      );
+    }
+    assert.equal(idle.sent, 0);
+    const c = await srv.client();
+    const got: LeaseEvent[] = [];
+    configure(c, { onEvent: (e) => void got.push(e) });
+    await release(await acquire(c, fresh()));
+    assert.deepEqual(got.map((e) => e.type), ["acquired", "released"]);
+    configure(c, { onEvent: null });
+    await release(await acquire(c, fresh()));
+    assert.equal(got.length, 2, "no events once removed");
+    configure(c, { logger: null }); // another option leaves the handler as it is
+  });
+
+  test("exclusive: acquired, re-entered, queued, handed over and off, released, each with its facts", T, async () => {
+    const name = fresh();
+    const first = await acquire(a, name);
+    const again = await acquire(a, name, { owner: first });
+    const waiting = acquire(b, name, { waitMs: 10_000 });
+    await until("b queued", () => types(name).includes("b:queued"));
+    await release(again);
+    await release(first);
+    const second = await waiting;
+    await release(second);
+    // handed-over comes when the final release's reply arrives: after a:released, before or after b:acquired.
+    await until("handed-over", () => types(name).includes("a:handed-over"));
+    assert.deepEqual(types(name).filter((t) => t !== "a:handed-over"), [
+      "a:acquired",
+      "a:acquired",
+      "b:queued",
+      "a:released",
+      "a:released",
+      "b:acquired",
+      "b:released",
+    ]);
+    const evs = of(name);
+    const [acq1, acq2] = evs.filter((e) => e.type === "acquired" && e.client === "a") as Array<
+      Extract<LeaseEvent, { type: "acquired" }>
+    >;
+    assert.equal(acq1.kind, "exclusive");
+    assert.equal(acq1.fence, first.fence);
+    assert.equal(acq1.owner, first.owner);
+    assert.equal(acq1.reentered, false);
+    assert.equal(acq1.queued, false);
+    assert.equal(acq1.handedOff, false);
+    assert.ok(acq1.waitMs >= 0 && acq1.waitMs < 5_000);
+    assert.equal(acq2.reentered, true);
+    const rel = only(evs, "released");
+    assert.deepEqual(rel.map((e) => [e.client, e.final]), [["a", false], ["a", true], ["b", true]]);
+    assert.ok(rel[1].heldMs >= 0);
+    const queued = evs.find((e) => e.type === "queued") as Extract<LeaseEvent, { type: "queued" }>;
+    assert.equal(queued.owner, second.owner);
+    assert.ok(queued.retryMs > 0, `retryMs ${queued.retryMs}`);
+    const acqB = evs.find((e) => e.type === "acquired" && e.client === "b") as Extract<
+      LeaseEvent,
+      { type: "acquired" }
+    >;
+    assert.equal(acqB.queued, true);
+    assert.equal(acqB.handedOff, true, "granted by the release's message");
+    assert.equal(acqB.fence, second.fence);
+    const over = evs.find((e) => e.type === "handed-over")!;
+    assert.equal((over as { fence: number }).fence, first.fence, "the releasing hold's fence");
+  });
+
+  test("acquire-failed: timeout and aborted, with the error acquire rejects with", T, async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const timedOut = await acquire(b, name, { waitMs: 0 }).catch((e) => e);
+    assert.ok(timedOut instanceof LockTimeoutError);
+    const ac = new AbortController();
+    const aborted = acquire(b, name, { waitMs: 10_000, signal: ac.signal }).catch((e) => e);
+    await until("b queued", () => types(name).includes("b:queued"));
+    ac.abort(new Error("no longer needed"));
+    const reason = await aborted;
+    const failed = of(name).filter((e) => e.type === "acquire-failed") as Array<
+      Extract<LeaseEvent, { type: "acquire-failed" }>
+    >;
+    assert.deepEqual(failed.map((e) => e.outcome), ["timeout", "aborted"]);
+    assert.equal(failed[0].error, timedOut);
+    assert.equal(failed[1].error, reason);
+    assert.equal(failed[1].kind, "exclusive");
+    await release(holder);
+  });
+
+  test("shared, permits, several names and a leadership say their kind; several names tell each name", T, async () => {
+    const s = fresh(), p = fresh(), x = fresh(), y = fresh(), l = fresh();
+    await release(await acquire(a, s, { shared: true }));
+    await release(await acquire(a, p, { permits: 3 }));
+    const both = await acquire(a, [x, y]);
+    await release(both);
+    await release(await campaign(a, l));
+    const kinds = (name: string) => of(name).map((e) => `${e.type}/${e.kind}`);
+    assert.deepEqual(kinds(s), ["acquired/shared", "released/shared"]);
+    assert.deepEqual(kinds(p), ["acquired/permit", "released/permit"]);
+    assert.deepEqual(kinds(x), ["acquired/exclusive", "released/exclusive"]);
+    assert.deepEqual(kinds(y), ["acquired/exclusive", "released/exclusive"]);
+    assert.deepEqual(kinds(l), ["acquired/leader", "released/leader"]);
+    assert.deepEqual(of(y).map((e) => (e as { fence: number }).fence), [both.fences[1], both.fences[1]]);
+  });
+
+  test("a permit freed hands over to the waiter; resume tells the new process", T, async () => {
+    const name = fresh();
+    const p1 = await acquire(a, name, { permits: 1 });
+    const waiting = acquire(b, name, { permits: 1, waitMs: 10_000 });
+    await until("b queued", () => types(name).includes("b:queued"));
+    await release(p1);
+    const p2 = await waiting;
+    await until("handed-over", () => types(name).includes("a:handed-over"));
+    const acq = of(name).find((e) => e.type === "acquired" && e.client === "b") as Extract<
+      LeaseEvent,
+      { type: "acquired" }
+    >;
+    assert.equal(acq.kind, "permit");
+    assert.equal(acq.handedOff, true);
+    const token = p2.token;
+    const moved = await resume(a, token);
+    assert.deepEqual(
+      of(name).filter((e) => e.type === "resumed").map((e) => [e.client, (e as { fence: number }).fence]),
+      [
+        ["a", p2.fence],
+      ],
+    );
+    await release(moved);
+  });
+
+  test("a grant its waiter never claims is passed on: the waiter that passes it on tells it", T, async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    // A waiter that is subscribed (so the handoff counts as delivered) but never claims: a raw queue entry ahead.
+    const ghost = await srv.client();
+    const cid = "ghost0client";
+    await ghost.subscribe(`redlease:{${name}}:w:${cid}`, () => {});
+    await a.zAdd(`redlease:{${name}}:q`, { score: 1, value: `${cid}|ghostattempt|30000|200|x|ghost-owner` });
+    const waiting = acquire(b, name, { waitMs: 10_000, claimMs: 300 });
+    await until("b queued", () => types(name).includes("b:queued"));
+    await release(holder); // handed to the ghost, which never claims it
+    const lease = await waiting;
+    assert.deepEqual(of(name).filter((e) => e.type === "passed-on").map((e) => [e.client, e.kind]), [[
+      "b",
+      "exclusive",
+    ]]);
+    const acq = of(name).find((e) => e.type === "acquired" && e.client === "b") as Extract<
+      LeaseEvent,
+      { type: "acquired" }
+    >;
+    assert.equal(acq.handedOff, false, "taken by its own call, after passing the ghost's grant on");
+    await release(lease);
+    await ghost.unsubscribe();
+  });
+
+  test(
+    "under the chaos proxy: renewed, renewal-failed (a reset), renewed again, then lost (blackholed)",
+    T,
+    async () => {
+      const proxy = await startProxy({ port: srv.port });
+      const c = createClient({ url: `redis://127.0.0.1:${proxy.port}`, socket: { reconnectStrategy: 20 } });
+      c.on("error", () => {});
+      try {
+        await c.connect();
+        const got: LeaseEvent[] = [];
+        configure(c, { onEvent: (e) => void got.push(e) });
+        const lease = await acquire(c, fresh(), { watchdogMs: 600 });
+        await until("a renewal", () => got.some((e) => e.type === "renewed"));
+        const renewed = got.find((e) => e.type === "renewed") as Extract<LeaseEvent, { type: "renewed" }>;
+        assert.equal(renewed.ttlMs, 600);
+        assert.equal(renewed.fence, lease.fence);
+        await proxy.resetNext({ kind: "command" }); // the next renewal's connection is reset under it
+        await until("a failed renewal", () => got.some((e) => e.type === "renewal-failed"));
+        const failed = got.find((e) => e.type === "renewal-failed") as Extract<LeaseEvent, { type: "renewal-failed" }>;
+        assert.ok(failed.leftMs > 0 && failed.leftMs <= 600, `leftMs ${failed.leftMs}`);
+        assert.ok(failed.error instanceof Error);
+        const at = got.indexOf(failed);
+        await until("renewed after the failure", () => got.slice(at).some((e) => e.type === "renewed"));
+        assert.equal(lease.signal.aborted, false, "a renewal retried in time keeps the lease");
+        proxy.blackhole({ kind: "command" });
+        await until("lost", () => got.some((e) => e.type === "lost"), 5_000);
+        const lost = got.find((e) => e.type === "lost") as Extract<LeaseEvent, { type: "lost" }>;
+        assert.equal(lost.reason, "unreachable");
+        assert.ok(lost.error instanceof LeaseLostError);
+        assert.equal(lease.signal.reason, lost.error, "the reason the signal aborted with");
+        assert.ok(lost.heldMs >= 500, `held ${lost.heldMs} ms`);
+        proxy.heal();
+        await release(lease).catch(() => {});
+        assert.equal(got.filter((e) => e.type === "released").length, 0, "a lost hold told its end already");
+        assert.equal(got.filter((e) => e.type === "lost").length, 1, "lost once");
+      } finally {
+        await c.disconnect().catch(() => {});
+        await proxy.close();
+      }
+    },
+  );
+
+  test(
+    "a fixed lease that runs out is lost (expired); a handler that throws or rejects changes nothing",
+    T,
+    async () => {
+      const c = await srv.client();
+      const got: string[] = [];
+      configure(c, {
+        onEvent: (e) => {
+          got.push(e.type);
+          if (e.type === "acquired") throw new Error("handler bug");
+          if (e.type === "lost") return Promise.reject(new Error("async handler bug")) as never;
+        },
+      });
+      const lease = await acquire(c, fresh(), { leaseMs: 100 });
+      await until("lost", () => got.includes("lost"));
+      assert.ok(lease.signal.reason instanceof LeaseLostError);
+      assert.equal((lease.signal.reason as LeaseLostError).why, "expired");
+      assert.deepEqual(got, ["acquired", "lost"]);
+    },
+  );
+
+  test("Redlock: a group's events go to its first client's handler", T, async () => {
+    const servers = await Promise.all([startRedis(), startRedis()]);
+    try {
+      const got: LeaseEvent[] = [];
+      const c0 = await srv.client();
+      configure(c0, { onEvent: (e) => void got.push(e) });
+      const group = redlock([c0, await servers[0].client(), await servers[1].client()]);
+      const name = fresh();
+      const lease = await acquire(group, name, { shared: true });
+      const busy = await acquire(c0, name, { waitMs: 0 }).catch((e) => e);
+      assert.ok(busy instanceof LockTimeoutError);
+      await release(lease);
+      assert.deepEqual(got.map((e) => `${e.type}/${e.kind}`), [
+        "acquired/shared",
+        "acquire-failed/exclusive",
+        "released/shared",
+      ]);
+    } finally {
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+  });
+});
