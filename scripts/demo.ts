@@ -29,6 +29,7 @@ import { fileURLToPath } from "node:url";
 import { createClient } from "redis";
 import {
   type Client,
+  type Contention,
   emptyCounts,
   type Mode,
   MODES,
@@ -201,6 +202,8 @@ export interface SaleResult {
   readonly requestsPerSecond: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /** redlease: the contention its event hook told, per lease (the item, and users' leases together). */
+  readonly contention?: WorkerCounts["contention"];
 }
 
 function pct(sorted: readonly number[], p: number): number {
@@ -295,7 +298,15 @@ async function runSale(servers: AppServers, admin: Client, ns: string, mode: Mod
   for (const r of results) {
     for (const key of Object.keys(total) as (keyof WorkerCounts)[]) {
       if (key === "latenciesMs") total.latenciesMs.push(...r.latenciesMs);
-      else total[key] += r[key];
+      else if (key === "contention") {
+        for (const lease of ["item", "user"] as const) {
+          const t = total.contention[lease], w = r.contention[lease];
+          for (const f of Object.keys(t) as (keyof Contention)[]) {
+            if (f === "waitsMs") t.waitsMs.push(...w.waitsMs);
+            else t[f] += w[f];
+          }
+        }
+      } else total[key] += r[key];
     }
   }
   const sold = await admin.lLen(k.orders);
@@ -317,6 +328,7 @@ async function runSale(servers: AppServers, admin: Client, ns: string, mode: Mod
     requestsPerSecond: total.handled / seconds,
     p50Ms: pct(lat, 50),
     p99Ms: pct(lat, 99),
+    contention: mode === "redlease" ? total.contention : undefined,
   };
   progress.finish(
     `sold ${r.sold}/${c.items}, oversold ${r.oversold}, duplicate orders ${r.duplicateOrders}` +
@@ -354,6 +366,28 @@ function saleTable(rs: readonly SaleResult[], c: SaleConfig): string {
     ],
     rows,
     [false, true, true, true, true, true, true, true, true, true],
+  );
+}
+
+/** The redlease mode's contention, from its event hook: one row per lease (the item; users' leases together). */
+function contentionTable(c: NonNullable<SaleResult["contention"]>): string {
+  const row = (label: string, x: Contention) => {
+    const waits = x.waitsMs.sort((a, b) => a - b);
+    return [
+      label,
+      int(x.acquired),
+      `${int(x.waited)} (${x.acquired ? Math.round((100 * x.waited) / x.acquired) : 0} %)`,
+      int(x.handedOff),
+      waits.length ? `${ms(pct(waits, 50))} / ${ms(pct(waits, 99))}` : "–",
+      int(x.passedOn),
+      int(x.failed),
+      int(x.lost),
+    ];
+  };
+  return markdown(
+    ["lease", "acquired", "waited", "handed off", "wait p50 / p99", "passed on", "gave up", "lost"],
+    [row("item", c.item), row("user:<id> (all)", c.user)],
+    [false, true, true, true, true, true, true, true],
   );
 }
 
@@ -486,6 +520,14 @@ async function main(): Promise<number> {
         `lost (the watchdog renews them, so none).\n` +
         `- redlease also fences the order write: it is refused if a newer lease's token has written ` +
         `(${int(sale.find((s) => s.mode === "redlease")?.fencedOut ?? 0)} refused).\n`;
+      const contention = sale.find((s) => s.mode === "redlease")?.contention;
+      if (contention) {
+        out += `\nredlease's contention in the sale, as its event hook told it (configure(client, { onEvent })):\n\n`;
+        out += contentionTable(contention);
+        out += `\nwaited: acquisitions that queued first. handed off: granted by a release's message (one per ` +
+          `handoff), rather than by the waiter's own call. passed on: grants a waiter never claimed within its ` +
+          `claim window. gave up: acquires whose wait ran out.\n`;
+      }
     }
     if (market.length > 0) {
       out += `\n## Market (Redis in Action §6.2): ${o.market.sellers} sellers and ${o.market.buyers} buyers ` +

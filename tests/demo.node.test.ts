@@ -87,6 +87,19 @@ function checkRedlease(r: SaleResult | undefined, items: number, requests: numbe
   // More distinct users than items, each asking at least once: the whole stock sells, and only the stock.
   assert.equal(r.sold, items);
   assert.equal(r.stockLeft, 0);
+  // The contention redlease's event hook told: requests that came while stock was left took their user's lease, and
+  // every sale took the item's; nothing gave up or was lost, and only waiters were handed a lease.
+  const c = r.contention!;
+  assert.ok(c, "the redlease mode reports its contention");
+  assert.equal(c.user.failed + c.item.failed, 0, "no acquire gave up");
+  assert.equal(c.user.lost + c.item.lost, 0, "no lease lost");
+  assert.ok(c.item.acquired >= items, `item acquired ${c.item.acquired} times`);
+  assert.ok(c.user.acquired <= requests && c.user.acquired > 0, `user leases acquired ${c.user.acquired} times`);
+  for (const x of [c.item, c.user]) {
+    assert.equal(x.waitsMs.length, x.waited);
+    assert.ok(x.handedOff <= x.waited, "only a waiter is handed a lease");
+  }
+  assert.ok(c.item.waited > 0, "the item lease is contended in the demo");
 }
 
 describe("demo (node)", () => {

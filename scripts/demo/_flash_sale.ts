@@ -18,7 +18,7 @@
 //   redlease  withLock() per user and for the item (watchdog renewal, owner-checked release); the order write
 //             also carries the lease's fencing token and is refused if a newer token has written.
 import type { createClient } from "redis";
-import { LeaseLostError, withLock } from "../../mod.ts";
+import { configure, type LeaseEvent, LeaseLostError, withLock } from "../../mod.ts";
 
 export type Client = ReturnType<typeof createClient>;
 
@@ -129,6 +129,48 @@ export interface WorkerCounts {
   /** redlease: order writes refused because a newer fencing token had written. */
   fencedOut: number;
   latenciesMs: number[];
+  /** redlease: what its event hook (configure(client, { onEvent })) told, per lease: the item, and users' leases. */
+  contention: { item: Contention; user: Contention };
+}
+
+/** One lease's (or kind of lease's) contention, as redlease's events tell it. */
+export interface Contention {
+  acquired: number;
+  /** Acquisitions that had to wait (a `queued` event came first). */
+  waited: number;
+  /** Acquisitions granted by a release's handoff message. */
+  handedOff: number;
+  /** Wait of each acquisition that waited, ms. */
+  waitsMs: number[];
+  /** Grants that their waiter never claimed, passed on (`passed-on`). */
+  passedOn: number;
+  lost: number;
+  /** Acquires that gave up (timeout, abort or error). */
+  failed: number;
+}
+
+export function emptyContention(): Contention {
+  return { acquired: 0, waited: 0, handedOff: 0, waitsMs: [], passedOn: 0, lost: 0, failed: 0 };
+}
+
+/** Count `client`'s lease events into `into`: redlease's own account of the contention. */
+function countEvents(client: Client, into: WorkerCounts["contention"]): () => void {
+  configure(client, {
+    onEvent: (e: LeaseEvent) => {
+      const c = e.name === "item" ? into.item : into.user;
+      if (e.type === "acquired") {
+        c.acquired++;
+        if (e.queued) {
+          c.waited++;
+          c.waitsMs.push(e.waitMs);
+        }
+        if (e.handedOff) c.handedOff++;
+      } else if (e.type === "passed-on") c.passedOn++;
+      else if (e.type === "lost") c.lost++;
+      else if (e.type === "acquire-failed") c.failed++;
+    },
+  });
+  return () => configure(client, { onEvent: null });
 }
 
 export function emptyCounts(): WorkerCounts {
@@ -142,6 +184,7 @@ export function emptyCounts(): WorkerCounts {
     expiredMidSection: 0,
     fencedOut: 0,
     latenciesMs: [],
+    contention: { item: emptyContention(), user: emptyContention() },
   };
 }
 
@@ -299,6 +342,11 @@ export async function serve(
       progress(counts);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(c.concurrency, requests.length) }, loop));
+  const stop = mode === "redlease" ? countEvents(client, counts.contention) : undefined;
+  try {
+    await Promise.all(Array.from({ length: Math.min(c.concurrency, requests.length) }, loop));
+  } finally {
+    stop?.();
+  }
   return counts;
 }
