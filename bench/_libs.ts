@@ -14,7 +14,8 @@ export type LibId =
   | "fenced"
   | "fairfenced"
   | "redlease-permits"
-  | "semaphore-permits";
+  | "semaphore-permits"
+  | "redlease-events";
 
 /** B6: n permits of one name, contended (a counting semaphore). */
 export const PERMITS = 4;
@@ -65,8 +66,14 @@ export const ON_PEER_CLIENT: LibId = "redlease-io";
  */
 export const FENCED_FLOOR: LibId = "fenced";
 
+/**
+ * B1/B2 only: redlease with an event handler (configure(client, { onEvent })) that counts every event by type, the
+ * cost of the hook itself beside `redlease` (no handler: no event is built).
+ */
+export const WITH_EVENTS: LibId = "redlease-events";
+
 /** The B1/B2-only rows: not run in B3 or B5. */
-export const UNCONTENDED_ONLY: readonly LibId[] = [ON_PEER_CLIENT, FENCED_FLOOR];
+export const UNCONTENDED_ONLY: readonly LibId[] = [ON_PEER_CLIENT, FENCED_FLOOR, WITH_EVENTS];
 
 /** The B3-only rows that are not libraries. */
 export const FLOORS: readonly LibId[] = [FLOOR, FAIR_FLOOR, FAIR_FENCED_FLOOR];
@@ -85,6 +92,7 @@ export const TUNABLE: Record<LibId, boolean> = {
   fairfenced: false,
   "redlease-permits": false,
   "semaphore-permits": true,
+  "redlease-events": false,
 };
 
 export const LABEL: Record<LibId, string> = {
@@ -100,6 +108,7 @@ export const LABEL: Record<LibId, string> = {
   fairfenced: "floor: fair notified lock with a fence and an expiring queue",
   "redlease-permits": `redlease, ${PERMITS} permits`,
   "semaphore-permits": `redis-semaphore Semaphore, ${PERMITS} permits`,
+  "redlease-events": "redlease with an event handler",
 };
 
 /** Lease / lock TTL used by every library that takes one, ms. */
@@ -117,6 +126,8 @@ export function settingsText(lib: LibId, tuned: boolean): string {
   switch (lib) {
     case "redlease":
       return `acquire(client, name, { waitMs: ${WAIT_MS} }) (watchdog mode: 30 s TTL renewed every 10 s), release(lease)`;
+    case "redlease-events":
+      return `as redlease, with configure(client, { onEvent }) counting every event by its type`;
     case "redlease-io":
       return `as redlease, on an ioredis client (the peers' client) through ioredis() from redlease/ioredis`;
     case "raw":
@@ -183,6 +194,7 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   "redlease-permits": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
   // EVALSHA (+ EVAL after NOSCRIPT) from its Lua scripts; the refresh timer's EVALSHA too.
   "semaphore-permits": /^(evalsha|eval|script\|.*)$/,
+  "redlease-events": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
 };
 
 export interface Adapter {
@@ -313,6 +325,7 @@ async function ioredisClient(url: string): Promise<Any> {
 export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Promise<Loaded> {
   switch (lib) {
     case "redlease":
+    case "redlease-events":
     case "redlease-permits": {
       const [{ createClient }, rl] = await Promise.all([import("redis"), import(redleaseUrl) as Promise<Any>]);
       const kind = lib === "redlease-permits" ? { permits: PERMITS } : {};
@@ -321,6 +334,10 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
           const c = createClient({ url });
           c.on("error", onError("node-redis"));
           await c.connect();
+          if (lib === "redlease-events") {
+            const counts: Record<string, number> = {};
+            rl.configure(c, { onEvent: (e: { type: string }) => void (counts[e.type] = (counts[e.type] ?? 0) + 1) });
+          }
           return {
             acquire: (name) => rl.acquire(c, name, { waitMs: WAIT_MS, ...kind }),
             release: async (h) => void await rl.release(h),

@@ -706,7 +706,7 @@ function targets(
   {
     const t = "B2 cycles/s ≥ every peer library";
     const peers = unc.filter((u) =>
-      !["redlease", "redlease-io", "raw", "ring", "fifo", "fenced", "fairfenced"].includes(u.lib)
+      !["redlease", "redlease-io", "redlease-events", "raw", "ring", "fifo", "fenced", "fairfenced"].includes(u.lib)
     );
     if (rl && peers.length) {
       const best = peers.reduce((a, b) => (b.b2 > a.b2 ? b : a));
@@ -748,6 +748,25 @@ function targets(
         ok(x) ? x >= 0.7 : undefined,
       );
     } else push(t, noUnc("raw node-redis"), undefined);
+  }
+
+  // ---- The cost of being observed: redlease with an event handler, and with the OpenTelemetry instruments, against
+  // redlease without (issue 13: within 5 % of off). Ratios per run, as the other targets.
+  for (const [lib, what] of [["redlease-events", "an event handler"], ["redlease-otel", "the OTel instruments"]]) {
+    const on = unc.find((u) => u.lib === lib);
+    if (!rl || !on) continue;
+    const [b1, runs1] = judged(perRunRatios(on.rows, rl.rows, (r) => r.b1.p50Ms, () => true));
+    push(
+      `B1 cycle p50 with ${what} ≤ 1.05× without`,
+      `${ratio(b1)} (${fmt(on.b1p50, 3)} vs ${fmt(rl.b1p50, 3)} ms${runs1})`,
+      ok(b1) ? b1 <= 1.05 : undefined,
+    );
+    const [b2, runs2] = judged(perRunRatios(on.rows, rl.rows, (r) => r.b2.cyclesPerSec, () => true));
+    push(
+      `B2 cycles/s with ${what} ≥ 0.95× without`,
+      `${ratio(b2)} (${fmt(on.b2)} vs ${fmt(rl.b2)} cycles/s${runs2})`,
+      ok(b2) ? b2 >= 0.95 : undefined,
+    );
   }
 
   // ---- B3 (contended) against the ring and raw, at each W

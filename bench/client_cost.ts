@@ -6,6 +6,9 @@
  *
  *   node --import tsx bench/client_cost.ts [tree=. …] [--cycles 100000] [--reps 9]
  *
+ * A tree written `<tree>+events` is measured with an event handler that counts every event by its type
+ * (configure(driver, { onEvent })): `. .+events` is the cost of the hook itself.
+ *
  * Each tree given (a checkout of redlease: this one, or another commit's from `git worktree add /tmp/x <ref>`) has its
  * mod.ts bundled by esbuild as the benchmark bundles it (so no loader's helpers are timed), and the bundles are
  * measured in alternation in one process, so they share the machine's state; the median of the reps is printed.
@@ -27,8 +30,12 @@ const CYCLES = flag("--cycles", 100_000), REPS = flag("--reps", 9);
 const trees = args.length ? args : ["."];
 const TMP = join(fileURLToPath(new URL(".", import.meta.url)), "results", "tmp");
 
-// deno-lint-ignore no-explicit-any
-type Lib = { acquire(d: Driver, name: string, o: object): Promise<any>; release(l: unknown): Promise<boolean> };
+type Lib = {
+  // deno-lint-ignore no-explicit-any
+  acquire(d: Driver, name: string, o: object): Promise<any>;
+  release(l: unknown): Promise<boolean>;
+  configure(d: Driver, o: object): void;
+};
 
 let fence = 1_732_420_000_000_000;
 /** A driver that answers at once: a fresh fence (as a string, as Redis's reply is) to acquire, 2 ("freed") to release. */
@@ -45,7 +52,9 @@ async function cycles(lib: Lib, d: Driver, n: number): Promise<number> {
 }
 
 mkdirSync(TMP, { recursive: true });
-const libs = await Promise.all(trees.map(async (tree, i) => {
+const libs = await Promise.all(trees.map(async (name, i) => {
+  const events = name.endsWith("+events");
+  const tree = events ? name.slice(0, -"+events".length) : name;
   const outfile = join(TMP, `client-cost-${i}.mjs`);
   await build({
     entryPoints: [join(resolve(tree), "mod.ts")],
@@ -56,10 +65,15 @@ const libs = await Promise.all(trees.map(async (tree, i) => {
     outfile,
     logLevel: "silent",
   });
+  const lib = await import(pathToFileURL(outfile).href) as Lib, d = driver();
+  if (events) {
+    const counts: Record<string, number> = {};
+    lib.configure(d, { onEvent: (e: { type: string }) => void (counts[e.type] = (counts[e.type] ?? 0) + 1) });
+  }
   return {
-    name: tree,
-    lib: await import(pathToFileURL(outfile).href) as Lib,
-    d: driver(),
+    name,
+    lib,
+    d,
     us: [] as number[],
     bytes: 0,
   };

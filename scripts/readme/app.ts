@@ -39,6 +39,7 @@ declare global {
   const jobs: { push(job: { readonly id: string; readonly token: string }): Promise<void> };
   /** The app's structured logger (pino-style: fields first, then the message). */
   const log: {
+    info(fields: Record<string, unknown>, message: string): void;
     warn(fields: Record<string, unknown>, message: string): void;
     debug(fields: Record<string, unknown>, message: string): void;
   };
@@ -63,6 +64,6 @@ Object.assign(globalThis, {
       fenced(signal).then(() => void balances.set(account, balance)),
   },
   jobs: { push: () => Promise.resolve() },
-  log: { warn: () => {}, debug: () => {} },
+  log: { info: () => {}, warn: () => {}, debug: () => {} },
 });
 export {};
