@@ -310,7 +310,7 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
     throw e;
   }
   const ev = a.st.events;
-  if (ev) acquiredEvent(ev, w.lease.hold, a.start, a.queued, !w.wrote);
+  if (ev) acquiredEvent(ev, w.lease, a.start, a.queued, !w.wrote);
   return w.lease;
 }
 

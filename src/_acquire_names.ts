@@ -69,7 +69,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
       );
       if (parts.every((p) => p !== undefined)) {
         const ev = st.events;
-        if (ev) { for (const p of parts as LeaseImpl[]) acquiredEvent(ev, p.hold, start, false, false); }
+        if (ev) { for (const p of parts as LeaseImpl[]) acquiredEvent(ev, p, start, false, false); }
         return new LeaseGroup(parts as LeaseImpl[]);
       }
       // The reply came after the lease ran out: undo this attempt (the holds it took, re-entries included) before

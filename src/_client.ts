@@ -342,7 +342,7 @@ export class ClientState implements Target {
     if (!ev) return releaseHeld(this, hold.keys, args, bound);
     // With an event handler: what the release did, to tell it of a handoff.
     return releaseCall(this, hold.keys, args, bound).then((r) => {
-      if (r === "handed-over") emit(ev, { type: "handed-over", ...hold.event() });
+      if (r === "handed-over" && hold.told) emit(ev, { type: "handed-over", ...hold.event() });
       return r !== "not-held";
     });
   }

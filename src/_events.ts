@@ -2,7 +2,7 @@
 // throws or rejects never breaks the lease.
 import type { LeaseEvent, LeaseEventHandler, LeaseEventKind } from "./events.ts";
 import type { Kind } from "./_protocol.ts";
-import type { Hold } from "./_hold.ts";
+import type { LeaseImpl } from "./_hold.ts";
 import { LockTimeoutError } from "./errors.ts";
 
 /** Hand `event` to `handler`; its failure (a throw, a rejection) is its own. */
@@ -20,14 +20,20 @@ export function eventKind(kind: Kind, leader: boolean | undefined): LeaseEventKi
   return leader ? "leader" : kind === "x" ? "exclusive" : kind === "s" ? "shared" : "permit";
 }
 
-/** Tell `handler` that an acquire started at `startedAt` got `hold`. */
+/**
+ * Tell `handler` that an acquire started at `startedAt` got `lease`. Only a handle told acquired (or resumed) is told
+ * released, and only a hold with one is told lost: an observer never sees the end of a lease whose start it did not
+ * see (a grant undone inside acquire, say, for want of replicas).
+ */
 export function acquiredEvent(
   handler: LeaseEventHandler,
-  hold: Hold,
+  lease: LeaseImpl,
   startedAt: number,
   queued: boolean,
   handedOff: boolean,
 ): void {
+  const hold = lease.hold;
+  lease.told = hold.told = true;
   const waitMs = performance.now() - startedAt, reentered = hold.since < startedAt;
   emit(handler, { type: "acquired", ...hold.event(), waitMs, startedAt, queued, handedOff, reentered });
 }

@@ -118,6 +118,8 @@ export class Hold {
   readonly leader: boolean;
   /** When this process got the hold (clock.now()). */
   readonly since: number;
+  /** Whether an event handler was told of a handle on it (see acquiredEvent). */
+  told = false;
 
   /** What every event about this hold says (built only for a handler). */
   event(): HoldEventBase {
@@ -221,7 +223,7 @@ export class Hold {
       // Redis unreachable or erroring: keep trying until the local deadline, then give the lease up.
       const left = this.#deadline - this.clock.now();
       const ev = this.target.events;
-      if (ev) emit(ev, { type: "renewal-failed", ...this.event(), error: e, leftMs: Math.max(0, left) });
+      if (ev && this.told) emit(ev, { type: "renewal-failed", ...this.event(), error: e, leftMs: Math.max(0, left) });
       if (left <= 0) return this.lose(this.#watchdog ? "unreachable" : "expired", e);
       if (this.#timer !== undefined) this.clock.clear(this.#timer);
       this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
@@ -244,7 +246,7 @@ export class Hold {
     if (!held) return this.lose("not-held");
     this.renewed(t0, this.#ms);
     const ev = this.target.events;
-    if (ev) emit(ev, { type: "renewed", ...this.event(), ttlMs: this.#ms });
+    if (ev && this.told) emit(ev, { type: "renewed", ...this.event(), ttlMs: this.#ms });
   }
 
   ended(): Promise<unknown> | undefined {
@@ -269,7 +271,7 @@ export class Hold {
       });
     }
     const ev = this.target.events;
-    if (ev) {
+    if (ev && this.told) {
       emit(ev, { type: "lost", ...this.event(), reason: why, error: reason, heldMs: this.clock.now() - this.since });
     }
   }
@@ -290,6 +292,8 @@ export class LeaseImpl implements Lease {
   #ended: unknown;
   /** Set once release() has started for this handle. */
   releasing: Promise<boolean> | undefined;
+  /** Whether an event handler was told it was acquired (see acquiredEvent). */
+  told = false;
 
   constructor(readonly hold: Hold, readonly name: string, readonly owner: string, readonly fence: number) {}
 
@@ -392,7 +396,7 @@ export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boo
   if (hold.handles.length === 0) hold.stop();
   const ev = hold.target.events;
   // (A lost hold told its end already, by its `lost` event.)
-  if (ev && !hold.lost) {
+  if (ev && lease.told && !hold.lost) {
     const final = hold.handles.length === 0;
     emit(ev, { type: "released", ...hold.event(), final, heldMs: now - hold.since });
   }

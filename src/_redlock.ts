@@ -151,7 +151,7 @@ export async function acquireRedlock(
     failedEvent(ev, o.name, eventKind(o.kind, false), e, o.signal, startedAt);
     throw e;
   }
-  acquiredEvent(ev, lease.hold, startedAt, waited.queued, false);
+  acquiredEvent(ev, lease, startedAt, waited.queued, false);
   return lease;
 }
 

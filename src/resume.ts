@@ -127,6 +127,9 @@ async function resumeResolved(
     }
   }
   const ev = st.events;
-  if (ev) emit(ev, { type: "resumed", ...lease.hold.event() });
+  if (ev) {
+    lease.told = lease.hold.told = true;
+    emit(ev, { type: "resumed", ...lease.hold.event() });
+  }
   return lease;
 }

@@ -273,6 +273,23 @@ describe("events", () => {
     },
   );
 
+  test(
+    "a lease undone inside acquire, or acquired before the handler, tells no end: only what was told begins",
+    T,
+    async () => {
+      const c = await srv.client();
+      const got: LeaseEvent[] = [];
+      const earlier = await acquire(c, fresh());
+      configure(c, { onEvent: (e) => void got.push(e) });
+      // No replica: the grant is undone (released) inside acquire, which rejects with ReplicationError.
+      const name = fresh();
+      const e = await acquire(c, name, { replicas: 1, replicaTimeoutMs: 10 }).catch((x) => x);
+      assert.equal((e as Error).name, "ReplicationError");
+      await release(earlier);
+      assert.deepEqual(got.map((x) => `${x.type}:${x.name}`), [`acquire-failed:${name}`]);
+    },
+  );
+
   test("Redlock: a group's events go to its first client's handler", T, async () => {
     const servers = await Promise.all([startRedis(), startRedis()]);
     try {
