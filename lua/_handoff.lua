@@ -11,8 +11,10 @@
 --   `last` is the latest fence; `top` a ZPOPMIN reply it popped already, if any; `now` the server µs, if read already. An entry whose client has no
 --   subscriber (PUBLISH returns 0) is dead and dropped (it consumes a fence), and so is a member that is not an entry.
 --   A waiter is told by "<attempt id>:<fence>:<queued µs>:<granted µs>" on its client's channel; its grant is its own
---   unclaimed until its claim window ends (or its lease, if shorter), when it lapses and passes on. A set waiter
---   whose owner holds the lease already (another of its requests was admitted) re-enters that hold, with its fence.
+--   unclaimed until its claim window ends (or its lease, if shorter), when it lapses and passes on (a set grant keeps
+--   the holder set until its lease would end, so that whoever purges it sees the lapse: see _holders.lua). A set
+--   waiter whose owner holds the lease already (another of its requests was admitted) re-enters that hold, with its
+--   fence.
 --   The caller's own entry (attempt `self`) is not notified: when it can proceed, admission stops with 'self' (its
 --   entry removed) and the caller takes the lease. A waiter that cannot proceed is put back, and admission stops.
 --   Returns r, last, mode, n, granted: r is 'self', 'exclusive' (an exclusive waiter was granted the lease),
@@ -87,7 +89,8 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
           us = math.max(us, tonumber(redis.call('ZSCORE', s, owner)))
           put(s, d, owner, f, mu and ma or wid, mc + 1, mu, us, kind, false)
         else
-          put(s, d, owner, f, wid, 1, true, us, kind, n == 0)
+          -- (s and d outlive its claim window until its lease would end: a lapse is told when purged.)
+          put(s, d, owner, f, wid, 1, true, us, kind, n == 0, now + tonumber(ms) * 1000)
           n = n + 1
         end
         mode = kind

@@ -7,25 +7,41 @@
 -- exclusive record of an owner that also holds shared holds (a downgrade), a set record "<fence>/<kind>" that keeps
 -- the fence, or gone. So every path that finds the lease free of an exclusive holder counts the live holds first
 -- (the uncontended acquire does so by `EXISTS queue holders`). s and d live as long as the latest live hold; so does
--- a set record, but never an exclusive record, which keeps its own TTL.
--- purge(s, d, now): drops the holds that expired by `now`; returns how many are left.
--- holders(s, d, now, hint): purge(), and the kind of the live holds (nil when none): `hint` when given (the kind a
---   set record names: it is the kind of the live holds while any live), else read from the first hold's record.
---   Without a hint, one EXISTS tells the common case (no holder set); with one, the set is there to count.
+-- a set record, but never an exclusive record, which keeps its own TTL. A grant still unclaimed keeps s and d (not
+-- the set record) until its lease would end, as an exclusive grant's record lives: so the waiter that finds it
+-- lapsed purges it, and tells that it passed it on, even when it was the only hold.
+-- purge(s, d, now, self): drops the holds that expired by `now`; returns how many are left, and whether one dropped
+--   was a grant still unclaimed (its waiter never claimed it: this call passes it on), unless granted to attempt
+--   `self` (the caller's own, which it takes again). Nothing expired: no more calls than the count.
+-- holders(s, d, now, hint, self): purge(), and the kind of the live holds (nil when none): `hint` when given (the
+--   kind a set record names: it is the kind of the live holds while any live), else read from the first hold's
+--   record; and purge()'s whether a grant was passed on. Without a hint, one EXISTS tells the common case (no
+--   holder set); with one, the set is there to count.
 -- at_ms(us): the PEXPIREAT / PXAT time (ms) at which something expiring at `us` (µs) has surely expired.
 -- earliest(s, now): ms until the first live hold expires (at least 1).
 -- latest(s): µs when the last live hold expires (0 when none).
 -- hold_of(d, owner): fence (number), attempt id, holds (number), unclaimed (boolean), kind of the owner's hold, or nil.
--- put(s, d, owner, f, a, c, unclaimed, us, kind, fresh): writes the owner's hold, expiring at `us`; s and d live as
---   long. `fresh`: the caller counted no live hold before this one (so s and d are new: their TTL is set, not only
+-- put(s, d, owner, f, a, c, unclaimed, us, kind, fresh, keep): writes the owner's hold, expiring at `us`; s and d
+--   live as long, or until `keep` (µs) when given (a grant handed over unclaimed: until its lease would end).
+--   `fresh`: the caller counted no live hold before this one (so s and d are new: their TTL is set, not only
 --   lengthened); otherwise they have a TTL, and it is only lengthened.
-local function purge(s, d, now)
+local function purge(s, d, now, self)
   local gone = redis.call('ZRANGEBYSCORE', s, '-inf', now)
+  if #gone == 0 then return redis.call('ZCARD', s) end
+  -- (Rare: the records are read, a batch at a time, until one tells a grant still unclaimed.)
+  local passed = false
   for i = 1, #gone, 1000 do
-    redis.call('HDEL', d, unpack(gone, i, math.min(i + 999, #gone)))
+    local j = math.min(i + 999, #gone)
+    if not passed then
+      for _, v in ipairs(redis.call('HMGET', d, unpack(gone, i, j))) do
+        local a = v and string.match(v, '^%d+:([^:]*):%d+:1:')
+        if a and a ~= self then passed = true end
+      end
+    end
+    redis.call('HDEL', d, unpack(gone, i, j))
   end
-  if #gone > 0 then redis.call('ZREMRANGEBYSCORE', s, '-inf', now) end
-  return redis.call('ZCARD', s)
+  redis.call('ZREMRANGEBYSCORE', s, '-inf', now)
+  return redis.call('ZCARD', s), passed
 end
 
 local function hold_of(d, owner)
@@ -36,15 +52,15 @@ local function hold_of(d, owner)
   return tonumber(f), a, tonumber(c), u == '1', k
 end
 
-local function holders(s, d, now, hint)
+local function holders(s, d, now, hint, self)
   -- (Most leases have no holder set: one call tells.)
   if not hint and redis.call('EXISTS', s) == 0 then return 0, nil end
-  local n = purge(s, d, now)
-  if n == 0 then return 0, nil end
-  if hint then return n, hint end
+  local n, passed = purge(s, d, now, self)
+  if n == 0 then return 0, nil, passed end
+  if hint then return n, hint, passed end
   local first = redis.call('ZRANGE', s, 0, 0)
   local _, _, _, _, kind = hold_of(d, first[1])
-  return n, kind
+  return n, kind, passed
 end
 
 local function at_ms(us)
@@ -62,15 +78,16 @@ local function latest(s)
   return tonumber(last[2]) or 0
 end
 
-local function put(s, d, owner, f, a, c, unclaimed, us, kind, fresh)
+local function put(s, d, owner, f, a, c, unclaimed, us, kind, fresh, keep)
   redis.call('ZADD', s, us, owner)
   redis.call('HSET', d, owner, string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':' ..
     (unclaimed and '1' or '') .. ':' .. kind)
+  local at = at_ms(keep or us)
   if fresh then
-    redis.call('PEXPIREAT', s, at_ms(us))
-    redis.call('PEXPIREAT', d, at_ms(us))
+    redis.call('PEXPIREAT', s, at)
+    redis.call('PEXPIREAT', d, at)
   else
-    redis.call('PEXPIREAT', s, at_ms(us), 'GT')
-    redis.call('PEXPIREAT', d, at_ms(us), 'GT')
+    redis.call('PEXPIREAT', s, at, 'GT')
+    redis.call('PEXPIREAT', d, at, 'GT')
   end
 end

@@ -16,25 +16,38 @@
 -- Returns  as acquire.lua: the fence (> 0) when held now; else -1 - the ms after which to try again, or for a
 --          waiting caller { that number, µs when it was queued, 1 if this call queued it else 0 };
 --          or "!x" when permits are asked of a lease held exclusively, "!<mode>" when the lease is held in another
---          set mode (shared, or another number of permits).
+--          set mode (shared, or another number of permits). When this call passed on a grant its waiter never
+--          claimed (an exclusive one it took back, or a set hold still unclaimed that its purge dropped), a number
+--          reply comes as { that number, 0, 0, 1 } and a table reply with a 4th element 1 (as acquire.lua's).
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, ms, aid, entry, pub, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7]
 -- @include _handoff.lua
 local now = now_us()
 local until_us = now + tonumber(ms) * 1000
 
+-- Whether this call passed on a grant that its waiter never claimed: the reply says so.
+local passed = false
+local function told(r)
+  if not passed then return r end
+  if type(r) == 'table' then
+    r[4] = 1
+    return r
+  end
+  return { r, 0, 0, 1 }
+end
+
 local function busy(retry)
   local r = -1 - retry
-  if entry == '' then return r end
+  if entry == '' then return told(r) end
   local tq, created = string.format('%d', now), redis.call('ZADD', q, 'NX', now, entry)
   if created == 0 then tq = redis.call('ZSCORE', q, entry) end
   redis.call('PEXPIRE', q, ARGV[5])
-  return { r, tq, created }
+  return told({ r, tq, created })
 end
 
 local function done(f)
   if entry ~= '' then redis.call('ZREM', q, entry) end
-  return f
+  return told(f)
 end
 
 local fence, gid, c, by, gowner, smode = record(redis.call('GET', h))
@@ -42,6 +55,7 @@ if gowner and by and now > by then
   -- An exclusive grant never claimed within its claim window: taken back (the admission below passes it on; shared
   -- holds of its owner stay).
   gowner = nil
+  passed = true
 end
 if gowner then
   if kind ~= 's' then return '!x' end
@@ -63,7 +77,9 @@ if gowner then
   put(s, d, owner, fence, aid, 1, false, until_us, 's', redis.call('EXISTS', s) == 0)
   return done(fence)
 end
-local n, mode = holders(s, d, now, smode)
+-- (An expired hold still unclaimed is a grant its waiter never claimed: dropped, it is passed on.)
+local n, mode, lapsed = holders(s, d, now, smode, aid)
+if lapsed then passed = true end
 if mode and mode ~= kind then return '!' .. mode end
 if mode then
   -- This owner's live hold: re-entered, or claimed by the attempt it was granted to (a retry, or a handoff whose
@@ -98,8 +114,8 @@ end
 local f = next_fence(fence, now)
 put(s, d, owner, f, aid, 1, false, until_us, kind, n == 0)
 redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'PXAT', at_ms(n == 0 and until_us or latest(s)))
-done(f)
+local r = done(f)
 -- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits); none when nobody
 -- was queued before (this script queued nobody since).
 if queued and redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1, now) end
-return f
+return r

@@ -210,6 +210,102 @@ describe("events", () => {
     await ghost.unsubscribe();
   });
 
+  /**
+   * A waiter that is subscribed (so a handoff to it counts as delivered) but never claims: a raw queue entry of
+   * `kind` ahead of everyone (score 1), with a 200 ms claim window, as in the test above. Returns its client.
+   */
+  async function ghostWaiter(name: string, kind: string, id: string): Promise<Client> {
+    const ghost = await srv.client();
+    const cid = `ghost${id}client`;
+    await ghost.subscribe(`redlease:{${name}}:w:${cid}`, () => {});
+    await a.zAdd(`redlease:{${name}}:q`, { score: 1, value: `${cid}|ghost${id}attempt|30000|200|${kind}|ghost-owner` });
+    return ghost;
+  }
+  const passedOn = (name: string) => of(name).filter((e) => e.type === "passed-on").map((e) => [e.client, e.kind]);
+  const acquiredBy = (name: string, client: string) =>
+    of(name).find((e) => e.type === "acquired" && e.client === client) as Extract<LeaseEvent, { type: "acquired" }>;
+
+  test("permits: a permit its waiter never claims is passed on by the waiter behind, which tells it", T, async () => {
+    const name = fresh();
+    const holder = await acquire(a, name, { permits: 1 });
+    const ghost = await ghostWaiter(name, "p1", "p");
+    const waiting = acquire(b, name, { permits: 1, waitMs: 10_000, claimMs: 300 });
+    await until("b queued", () => types(name).includes("b:queued"));
+    // The ghost is granted the permit (its only hold: the holder set would otherwise expire with its claim window,
+    // and with it what tells that it lapsed unclaimed); b waits behind it until the grant lapses.
+    await release(holder);
+    const lease = await waiting;
+    assert.deepEqual(passedOn(name), [["b", "permit"]]);
+    assert.equal(acquiredBy(name, "b").handedOff, false, "taken by its own call, after passing the ghost's grant on");
+    await release(lease);
+    await ghost.unsubscribe();
+  });
+
+  test("shared: a shared grant its waiter never claims is passed on by the shared waiter behind", T, async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const ghost = await ghostWaiter(name, "s", "s");
+    // An exclusive waiter behind the ghost waits for its shared grant to end, and b (shared) waits behind it. c
+    // re-checks rarely (a 5 s heartbeat), so b's heartbeat (300 ms) is the one that finds the ghost's grant lapsed.
+    const c = await srv.client();
+    configure(c, { onEvent: (e) => void seen.push({ ...e, client: "c" }) });
+    const writer = acquire(c, name, { waitMs: 20_000, claimMs: 5_000 });
+    await until("c queued", () => types(name).includes("c:queued"));
+    const waiting = acquire(b, name, { shared: true, waitMs: 20_000, claimMs: 300 });
+    await until("b queued", () => types(name).includes("b:queued"));
+    await release(holder); // the ghost is granted a shared hold, which blocks c (and so b)
+    // b's call passes the ghost's grant on: to c, the head of the queue (b's reply says it waits still).
+    await until("passed on", () => passedOn(name).length > 0);
+    const w = await writer;
+    await release(w);
+    const lease = await waiting;
+    assert.deepEqual(passedOn(name), [["b", "shared"]]);
+    assert.equal(acquiredBy(name, "c").handedOff, true, "c was granted the lease by b's call");
+    await release(lease);
+    await ghost.unsubscribe();
+  });
+
+  test("shared: an exclusive grant its waiter never claims is passed on by a shared waiter", T, async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const ghost = await ghostWaiter(name, "x", "x");
+    const waiting = acquire(b, name, { shared: true, waitMs: 10_000, claimMs: 300 });
+    await until("b queued", () => types(name).includes("b:queued"));
+    await release(holder); // handed to the ghost, which never claims it
+    const lease = await waiting;
+    assert.deepEqual(passedOn(name), [["b", "shared"]]);
+    assert.equal(acquiredBy(name, "b").handedOff, false);
+    await release(lease);
+    await ghost.unsubscribe();
+  });
+
+  test("permits: a claimed permit that runs out (a dead holder) is not passed on", T, async () => {
+    const name = fresh();
+    const keep = await acquire(a, name, { permits: 2 }); // keeps the holder set alive: purge drops the dead one
+    const other = await acquire(a, name, { permits: 2 });
+    const c = await srv.client();
+    configure(c, { onEvent: (e) => void seen.push({ ...e, client: "c" }) });
+    // c is handed a permit and claims it, then dies: its lease is fixed (no renewals) and never released.
+    const dying = acquire(c, name, { permits: 2, waitMs: 10_000, leaseMs: 1_500, claimMs: 10_000 });
+    await until("c queued", () => types(name).includes("c:queued"));
+    await release(other);
+    const dead = await dying;
+    assert.equal(acquiredBy(name, "c").handedOff, true);
+    const records = `redlease:{${name}}:d`;
+    let claimed = false;
+    for (const end = performance.now() + 1_400; !claimed && performance.now() < end; await sleep(20)) {
+      claimed = /^\d+:[^:]*:\d+::p2$/.test(String(await a.hGet(records, dead.owner)));
+    }
+    assert.ok(claimed, "c claimed its permit before it ran out");
+    const waiting = acquire(b, name, { permits: 2, waitMs: 10_000, claimMs: 300 });
+    await until("c lost", () => types(name).includes("c:lost"));
+    const lease = await waiting;
+    assert.equal(acquiredBy(name, "b").handedOff, false, "taken by its own call once the dead permit ran out");
+    assert.deepEqual(passedOn(name), [], "a claimed hold that expires is not a pass-on");
+    await release(lease);
+    await release(keep);
+  });
+
   test(
     "under the chaos proxy: renewed, renewal-failed (a reset), renewed again, then lost (blackholed)",
     T,

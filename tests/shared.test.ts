@@ -388,6 +388,62 @@ describe("shared leases and permits: edge cases at the protocol level", () => {
     }
   });
 
+  test("the acquire_set reply tells a pass-on: a lapsed grant of another attempt, not a claimed hold, not its own", async () => {
+    const keys = (name: string) => keysOf("redlease", name);
+    // A permit handed over and never claimed: its grant was its only hold, yet the holder set outlives its claim
+    // window (until its lease would end), so the waiter behind finds it lapsed and says so (a fence reply).
+    const p = fresh();
+    await take(p, "X", "p1");
+    const w = attemptId(), nb = attemptId();
+    await take(p, "W", "p1", 30_000, w, entryOf(w, "W", "p1", 30_000, 200));
+    const ne = entryOf(nb, "N", "p1");
+    assert.equal((await take(p, "N", "p1", 30_000, nb, ne)).fence, undefined);
+    assert.equal(await releaseCall(st, keys(p), { kind: "p1", owner: "X" }), "handed-over");
+    const kept = Number(await admin.sendCommand(["PTTL", `redlease:{${p}}:s`]));
+    assert.ok(kept > 20_000, `the holder set lives until the grant's lease would end: PTTL ${kept}`);
+    const early = await take(p, "N", "p1", 30_000, nb, ne);
+    assert.deepEqual([early.fence, early.passedOn], [undefined, undefined], "not lapsed yet");
+    await sleep(300);
+    const got = await take(p, "N", "p1", 30_000, nb, ne);
+    assert.ok(got.fence && got.passedOn === true, JSON.stringify(got));
+    assert.equal((await take(p, "N", "p1", 30_000, nb, ne)).passedOn, undefined, "told once: the hold is gone");
+    // The waiter's own re-check after its own grant lapsed takes it again: not a pass-on.
+    const o = fresh();
+    await take(o, "X", "p1");
+    const ow = attemptId();
+    const oe = entryOf(ow, "W", "p1", 30_000, 200);
+    await take(o, "W", "p1", 30_000, ow, oe);
+    await releaseCall(st, keys(o), { kind: "p1", owner: "X" });
+    await sleep(300);
+    const own = await take(o, "W", "p1", 30_000, ow, oe);
+    assert.ok(own.fence && own.passedOn === undefined, JSON.stringify(own));
+    // A shared grant lapsed ahead of an exclusive waiter: a shared caller passes it on to that waiter and waits
+    // (a busy reply, with its 4th element), and so does a caller that does not wait (a number reply, as a table).
+    for (const waits of [true, false]) {
+      const s = fresh();
+      await take(s, "X", "x");
+      const g = attemptId(), e = attemptId(), m = attemptId();
+      await take(s, "G", "s", 30_000, g, entryOf(g, "G", "s", 30_000, 200));
+      await take(s, "E", "x", 30_000, e, entryOf(e, "E", "x"));
+      const me = waits ? entryOf(m, "M", "s") : undefined;
+      assert.equal(await releaseCall(st, keys(s), { kind: "x", owner: "X" }), "handed-over"); // G granted, E waits
+      await sleep(300);
+      const r = await take(s, "M", "s", 30_000, m, me);
+      assert.equal(r.fence, undefined);
+      assert.ok(r.retryMs > 0 && r.passedOn === true, JSON.stringify(r));
+      assert.equal(r.queuedNow, waits);
+      assert.deepEqual((await inspect(admin, s)).owners.map((x) => [x.owner, x.kind]), [["E", "exclusive"]]);
+    }
+    // A claimed permit that runs out (its holder died) is dropped by the same purge, and is no pass-on.
+    const c = fresh();
+    await take(c, "Y", "p2");
+    await take(c, "Z", "p2", 200);
+    await sleep(300);
+    const after = await take(c, "N", "p2");
+    assert.ok(after.fence && after.passedOn === undefined, JSON.stringify(after));
+    assert.deepEqual((await inspect(admin, c)).owners.map((x) => x.owner).sort(), ["N", "Y"]);
+  });
+
   test("a newcomer that admits the waiters ahead of it joins them when it can", async () => {
     const name = fresh();
     await take(name, "X", "x", 300);
