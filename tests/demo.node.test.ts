@@ -22,6 +22,16 @@ interface SaleResult {
   expiredMidSection: number;
   fencedOut: number;
   errors: number;
+  /** redlease's contention from its event hook (see scripts/demo/_flash_sale.ts Contention). */
+  contention?: Record<"item" | "user", {
+    acquired: number;
+    waited: number;
+    handedOff: number;
+    waitsMs: number[];
+    passedOn: number;
+    lost: number;
+    failed: number;
+  }>;
 }
 
 interface MarketResult {
