@@ -33,8 +33,11 @@ export function acquiredEvent(
   handedOff: boolean,
 ): void {
   const hold = lease.hold;
+  // Re-entered: a hold the handler was told of already (one got before it was registered is new to it).
+  const reentered = hold.told;
+  if (hold.since < 0) hold.since = startedAt;
   lease.told = hold.told = true;
-  const waitMs = performance.now() - startedAt, reentered = hold.since < startedAt;
+  const waitMs = performance.now() - startedAt;
   emit(handler, { type: "acquired", ...hold.event(), waitMs, startedAt, queued, handedOff, reentered });
 }
 

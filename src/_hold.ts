@@ -111,13 +111,14 @@ export class Hold {
     this.replicas = o.replicas;
     this.replicaTimeoutMs = o.replicaTimeoutMs;
     this.leader = o.leader === true;
-    this.since = clock.now();
+    // (Read only for an event handler: a hold without one costs no clock read.)
+    this.since = target.events ? clock.now() : -1;
   }
 
   /** A leadership (campaign). */
   readonly leader: boolean;
-  /** When this process got the hold (clock.now()). */
-  readonly since: number;
+  /** When this process got the hold (clock.now()); -1 when no event handler was there to need it. */
+  since: number;
   /** Whether an event handler was told of a handle on it (see acquiredEvent). */
   told = false;
 
@@ -395,9 +396,9 @@ export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boo
   const sent = hold.target.release(hold, { until, name: hold.name });
   if (hold.handles.length === 0) hold.stop();
   const ev = hold.target.events;
-  // (A lost hold told its end already, by its `lost` event.)
-  if (ev && lease.told && !hold.lost) {
-    const final = hold.handles.length === 0;
+  const final = hold.handles.length === 0;
+  // Told of a handle that was told acquired, and of the end of a hold that was (a lost hold told its end already).
+  if (ev && (final ? hold.told : lease.told) && !hold.lost) {
     emit(ev, { type: "released", ...hold.event(), final, heldMs: now - hold.since });
   }
   lease.releasing = hold.onEnd ? sent.finally(() => hold.handles.length === 0 ? hold.ended() : undefined) : sent;

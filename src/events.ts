@@ -101,7 +101,10 @@ export interface AcquiredEvent extends HoldEventBase {
   readonly queued: boolean;
   /** Whether a release handed it over (by one message), rather than this process's own call taking it. */
   readonly handedOff: boolean;
-  /** Whether it re-entered a hold this process has already (same owner and fence). */
+  /**
+   * Whether it re-entered a hold this process has already (same owner and fence) and told this handler of. A hold got
+   * before the handler was registered is new to it: `false`, and its end is told.
+   */
   readonly reentered: boolean;
 }
 

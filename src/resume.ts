@@ -129,6 +129,7 @@ async function resumeResolved(
   const ev = st.events;
   if (ev) {
     lease.told = lease.hold.told = true;
+    if (lease.hold.since < 0) lease.hold.since = t0;
     emit(ev, { type: "resumed", ...lease.hold.event() });
   }
   return lease;

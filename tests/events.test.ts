@@ -383,6 +383,19 @@ describe("events", () => {
       assert.equal((e as Error).name, "ReplicationError");
       await release(earlier);
       assert.deepEqual(got.map((x) => `${x.type}:${x.name}`), [`acquire-failed:${name}`]);
+      // A hold got before the handler, re-entered after it: new to the handler, and its end told once, whichever
+      // handle goes last.
+      configure(c, { onEvent: null });
+      const old = await acquire(c, fresh());
+      configure(c, { onEvent: (e) => void got.push(e) });
+      got.length = 0;
+      const again = await acquire(c, old.name, { owner: old });
+      await release(old);
+      await release(again);
+      const told = got.map((x) =>
+        x.type === "acquired" ? `acquired:${x.reentered}` : x.type === "released" ? `released:${x.final}` : x.type
+      );
+      assert.deepEqual(told, ["acquired:false", "released:true"]);
     },
   );
 
