@@ -13,10 +13,14 @@ export const entries: Record<string, string> = {
   "bun": "src/adapters/bun.ts",
   "http": "src/adapters/http.ts",
   "redlock": "src/redlock.ts",
+  "otel": "src/otel.ts",
 };
 
-/** Clients are passed in by the caller and never bundled; `bun` is the runtime's own module. */
-export const external = ["redis", "ioredis", "bun"];
+/**
+ * Clients are passed in by the caller and never bundled; `bun` is the runtime's own module; `@opentelemetry/api` is
+ * the application's (an optional peer: one copy per process holds the global providers and context).
+ */
+export const external = ["redis", "ioredis", "bun", "@opentelemetry/api"];
 
 export default defineConfig(() => {
   // An adapter still being written is skipped with a warning so the build keeps working; check_exports fails

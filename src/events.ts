@@ -83,6 +83,7 @@ export interface HoldEventBase extends LeaseEventBase {
 
 /** An acquire found the lease held and starts to wait (queued, or polling where the client cannot listen). */
 export interface QueuedEvent extends LeaseEventBase {
+  /** What happened: queued. */
   readonly type: "queued";
   /** The owner the acquire asks for. */
   readonly owner: string;
@@ -92,6 +93,7 @@ export interface QueuedEvent extends LeaseEventBase {
 
 /** An acquire got the lease. */
 export interface AcquiredEvent extends HoldEventBase {
+  /** What happened: acquired. */
   readonly type: "acquired";
   /** From the call to the grant, ms (every Redis call included). */
   readonly waitMs: number;
@@ -110,6 +112,7 @@ export interface AcquiredEvent extends HoldEventBase {
 
 /** An acquire gave up. Nothing it took is left holding (its undo is sent before it rejects). */
 export interface AcquireFailedEvent extends LeaseEventBase {
+  /** What happened: acquire-failed. */
   readonly type: "acquire-failed";
   /** `timeout`: the wait ran out (`LockTimeoutError`); `aborted`: its `signal` aborted; `error`: anything else. */
   readonly outcome: "timeout" | "aborted" | "error";
@@ -123,6 +126,7 @@ export interface AcquireFailedEvent extends LeaseEventBase {
 
 /** A renewal reset the hold's TTL in Redis. */
 export interface RenewedEvent extends HoldEventBase {
+  /** What happened: renewed. */
   readonly type: "renewed";
   /** The TTL set, ms. */
   readonly ttlMs: number;
@@ -133,6 +137,7 @@ export interface RenewedEvent extends HoldEventBase {
  * deadline. A renewal still unanswered at the deadline is not told here: the `lost` event (`unreachable`) tells it.
  */
 export interface RenewalFailedEvent extends HoldEventBase {
+  /** What happened: renewal-failed. */
   readonly type: "renewal-failed";
   /** Why it failed. */
   readonly error: unknown;
@@ -142,6 +147,7 @@ export interface RenewalFailedEvent extends HoldEventBase {
 
 /** The hold was lost: every handle's `signal` aborted with `error`. */
 export interface LostEvent extends HoldEventBase {
+  /** What happened: lost. */
   readonly type: "lost";
   /** Why (see {@linkcode LeaseLostError}): `expired`, `not-held` or `unreachable`. */
   readonly reason: LeaseLossReason;
@@ -153,6 +159,7 @@ export interface LostEvent extends HoldEventBase {
 
 /** A lease handle was released (the event comes as `release` is called; its command may still fail). */
 export interface ReleasedEvent extends HoldEventBase {
+  /** What happened: released. */
   readonly type: "released";
   /** Whether the hold ended with it (false: other reentrant handles still hold it). */
   readonly final: boolean;
@@ -162,11 +169,13 @@ export interface ReleasedEvent extends HoldEventBase {
 
 /** A release of this process handed the lease to the waiters at the head of the queue (they hold it now). */
 export interface HandedOverEvent extends HoldEventBase {
+  /** What happened: handed-over. */
   readonly type: "handed-over";
 }
 
 /** This process took over a hold made elsewhere, by its token (`resume`): same owner and fence. */
 export interface ResumedEvent extends HoldEventBase {
+  /** What happened: resumed. */
   readonly type: "resumed";
 }
 
@@ -176,5 +185,6 @@ export interface ResumedEvent extends HoldEventBase {
  * waiter). Each one means a lease sat idle for up to a claim window.
  */
 export interface PassedOnEvent extends LeaseEventBase {
+  /** What happened: passed-on. */
   readonly type: "passed-on";
 }

@@ -1,12 +1,15 @@
 // The published package, as a user gets it: build with tsup, `npm pack`, install the tarball into a fresh
 // project next to node-redis v5 as its peer `redis` (npm must not answer ERESOLVE), then acquire and release a real
 // lease from Node ESM, Node CommonJS, Bun and Deno (each importing "redlease" and "redlease/node-redis" from that
-// project's node_modules), and type-check consumers against the shipped .d.ts / .d.cts; and the same install and
-// Node run next to node-redis v4. Node only: the other runtimes run as child processes.
+// project's node_modules), and type-check consumers against the shipped .d.ts / .d.cts; see "redlease/otel" record
+// through the project's @opentelemetry/api (its optional peer) on the same runtimes, and a project without that peer
+// load every other entry; and the same install and Node run next to node-redis v4. Node only: the other runtimes run
+// as child processes.
 //
 // node-redis is installed from the repo's own copies, packed with what they depend on (node_modules/redis5 is
-// redis@5 and node_modules/redis redis@4, each with its @redis/* packages), so no registry is needed; only if that
-// install fails for another reason than ERESOLVE is the same version taken from the npm registry.
+// redis@5 and node_modules/redis redis@4, each with its @redis/* packages), and so is @opentelemetry/api, so no
+// registry is needed; only if that install fails for another reason than ERESOLVE are the same versions taken from the
+// npm registry.
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -73,22 +76,31 @@ async function packTree(dir: string, dest: string): Promise<string[]> {
 }
 
 /**
- * Install the redlease tarball into `project` next to the node-redis in `redisDir` (as `redis`, its peer), as a
- * user's `npm install redlease redis@<major>` does; fails on ERESOLVE, and when `npm ls` finds a peer unmet.
+ * Install the redlease tarball into `project` next to the node-redis in `redisDir` (as `redis`, its peer) and the
+ * packages in `also` (directories under the repo's node_modules: other peers), as a user's
+ * `npm install redlease redis@<major>` does; fails on ERESOLVE, and when `npm ls` finds a peer unmet.
  */
-async function installWithPeer(project: string, tarball: string, redisDir: string): Promise<Ran> {
+async function installWithPeer(project: string, tarball: string, redisDir: string, also: string[] = []): Promise<Ran> {
   const flags = ["--no-audit", "--no-fund"];
   let r: Ran;
   try {
-    const local = await packTree(redisDir, join(project, "..", `${basename(project)}-deps`));
+    const dest = join(project, "..", `${basename(project)}-deps`);
+    const local: string[] = [];
+    for (const dir of [redisDir, ...also]) local.push(...await packTree(dir, dest));
     r = await run("npm", ["install", tarball, ...local, ...flags, "--offline"], project, 90_000);
   } catch (e) {
     r = { code: 1, stdout: "", stderr: String(e), killed: false, ms: 0 };
   }
   assert.doesNotMatch(r.stderr, /ERESOLVE/, `npm install refused the peer:\n${r.stderr}`);
   if (r.code !== 0) {
-    const version = readJson(join(redisDir, "package.json")).version;
-    r = await run("npm", ["install", tarball, `redis@${version}`, ...flags, "--prefer-offline"], project, 90_000);
+    const version = (dir: string) => readJson(join(dir, "package.json")).version;
+    const named = also.map((dir) => `${readJson(join(dir, "package.json")).name}@${version(dir)}`);
+    r = await run(
+      "npm",
+      ["install", tarball, `redis@${version(redisDir)}`, ...named, ...flags, "--prefer-offline"],
+      project,
+      90_000,
+    );
   }
   ok(r, "npm install");
   assert.doesNotMatch(r.stderr, /ERESOLVE/, r.stderr);
@@ -136,12 +148,58 @@ ${body("")}
 });
 `;
 
+// redlease/otel through the project's @opentelemetry/api: a stand-in meter provider (the project has the API, not the
+// SDK) registered as the global one, which otel() looks up; one lease acquired and released. Prints the instruments
+// recorded and the sum of `redlease.lease.held` (0 once released).
+const otelBody = `
+const [url, label] = process.argv.slice(2);
+const seen = {};
+const instrument = (name) => {
+  const record = (value, attributes) => (seen[name] ??= []).push([value, attributes]);
+  return { add: record, record };
+};
+const meter = { createHistogram: instrument, createCounter: instrument, createUpDownCounter: instrument };
+if (!metrics.setGlobalMeterProvider({ getMeter: () => meter })) throw new Error("a global meter provider already");
+const client = await createClient({ url }).connect();
+configure(client, { onEvent: otel() });
+await release(await acquire(client, "pkg:otel:" + label));
+await client.quit();
+const held = (seen["redlease.lease.held"] ?? []).reduce((s, [v]) => s + v, 0);
+console.log(JSON.stringify({ label, instruments: Object.keys(seen).sort(), held }));
+`;
+
+const otelEsm = `import process from "node:process";
+import { metrics } from "@opentelemetry/api";
+import { createClient } from "redis";
+import { acquire, configure, release } from "redlease";
+import { otel } from "redlease/otel";
+${otelBody}`;
+
+const otelCjs = `const process = require("node:process");
+const { metrics } = require("@opentelemetry/api");
+const { createClient } = require("redis");
+const { acquire, configure, release } = require("redlease");
+const { otel } = require("redlease/otel");
+(async () => {
+${otelBody}
+})().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
+`;
+
 // A consumer type-checked under node16 resolution: `.mts` resolves the "import" types (.d.ts), `.cts` the
 // "require" types (.d.cts). redis is not imported, so skipLibCheck can stay off and our declarations are checked.
 const consumer =
-  `import { acquire, type AcquireOptions, isLeaseLostError, type Lease, LockTimeoutError, type NodeRedisClient, release, withLock } from "redlease";
+  `import { acquire, type AcquireOptions, configure, isLeaseLostError, type Lease, LockTimeoutError, type NodeRedisClient, release, withLock } from "redlease";
 import { nodeRedis } from "redlease/node-redis";
 import type { Driver } from "redlease/node-redis";
+import { type LeaseEvent, otel, type OtelOptions } from "redlease/otel";
+
+export function observe(client: NodeRedisClient, options: OtelOptions): void {
+  const record = otel(options);
+  configure(client, { onEvent: (e: LeaseEvent) => record(e) });
+}
 
 export async function use(client: NodeRedisClient, options: AcquireOptions): Promise<number> {
   const driver: Driver = nodeRedis(client);
@@ -257,6 +315,8 @@ describe("npm package (built, packed and installed)", () => {
     writeFileSync(join(project, "check.mjs"), esm);
     writeFileSync(join(project, "check.cjs"), cjs);
     writeFileSync(join(project, "guards.mjs"), guards);
+    writeFileSync(join(project, "otel.mjs"), otelEsm);
+    writeFileSync(join(project, "otel.cjs"), otelCjs);
     writeFileSync(join(project, "use.mts"), consumer);
     writeFileSync(join(project, "use.cts"), consumer);
     writeFileSync(join(project, "redis5.mts"), withRedis5);
@@ -282,7 +342,9 @@ describe("npm package (built, packed and installed)", () => {
     );
 
     tarball = join(tmp, info.filename);
-    await installWithPeer(project, tarball, join(root, "node_modules", "redis5"));
+    await installWithPeer(project, tarball, join(root, "node_modules", "redis5"), [
+      join(root, "node_modules", "@opentelemetry", "api"),
+    ]);
     assert.equal(readJson(join(project, "node_modules", "redis", "package.json")).version.split(".")[0], "5");
   }, { timeout: 180_000 });
 
@@ -339,6 +401,31 @@ describe("npm package (built, packed and installed)", () => {
     });
   }
 
+  const otelRuns: Array<[string, () => [string, string[]]]> = [
+    ["Node ESM", () => [process.execPath, ["otel.mjs", srv.url, "node-esm"]]],
+    ["Node CommonJS", () => [process.execPath, ["otel.cjs", srv.url, "node-cjs"]]],
+    ["Bun", () => [bin("bun"), ["otel.mjs", srv.url, "bun"]]],
+    ["Deno", () => [bin("deno"), ["run", "-A", "otel.mjs", srv.url, "deno"]]],
+  ];
+  test('"redlease/otel" records through the project\'s @opentelemetry/api on Node (ESM, CommonJS), Bun and Deno', {
+    timeout: 120_000,
+  }, async () => {
+    for (const [title, command] of otelRuns) {
+      const [cmd, args] = command();
+      const r = ok(await run(cmd, args, project, 60_000), title);
+      assert.deepEqual(JSON.parse(r.stdout.trim().split("\n").at(-1)!), {
+        label: args.at(-1),
+        instruments: [
+          "redlease.lease.acquisitions",
+          "redlease.lease.held",
+          "redlease.lease.hold.duration",
+          "redlease.lease.wait.duration",
+        ],
+        held: 0,
+      }, title);
+    }
+  });
+
   test("the installed bin runs: `redlease run` holds a lease for a command, on Node and Bun", {
     timeout: 90_000,
   }, async () => {
@@ -388,11 +475,22 @@ describe("npm package (built, packed and installed)", () => {
       // …and only there: the library's entries and chunks keep `redis` an optional peer.
       const distDir = join(bare, "node_modules", "redlease", "dist");
       for (const file of readdirSync(distDir).filter((f) => /\.c?js$/.test(f) && f !== "cli.js")) {
-        assert.doesNotMatch(
-          readFileSync(join(distDir, file), "utf8"),
-          /RedisSocket/,
-          `dist/${file} bundles node-redis`,
-        );
+        const code = readFileSync(join(distDir, file), "utf8");
+        assert.doesNotMatch(code, /RedisSocket/, `dist/${file} bundles node-redis`);
+        // @opentelemetry/api is redlease/otel's alone: nothing else loads it.
+        if (!/^otel\.c?js$/.test(file)) assert.doesNotMatch(code, /@opentelemetry/, `dist/${file} loads OpenTelemetry`);
+      }
+      // Without @opentelemetry/api (an optional peer, not installed), the entries load; redlease/otel says what it lacks.
+      for (const type of ["module", "commonjs"]) {
+        const load = (spec: string) =>
+          type === "module" ? `await import(${JSON.stringify(spec)})` : `require(${JSON.stringify(spec)})`;
+        for (const name of built.filter((b) => b !== "otel")) {
+          const spec = name === "mod" ? "redlease" : `redlease/${name}`;
+          ok(await run(process.execPath, [`--input-type=${type}`, "-e", load(spec)], bare, 30_000), `${type}: ${spec}`);
+        }
+        const r = await run(process.execPath, [`--input-type=${type}`, "-e", load("redlease/otel")], bare, 30_000);
+        assert.notEqual(r.code, 0);
+        assert.match(r.stderr, /Cannot find (module|package) '@opentelemetry\/api'/, r.stderr);
       }
 
       // A labelled hold for it to show.

@@ -1,0 +1,387 @@
+/**
+ * `redlease/otel`: OpenTelemetry metrics and spans for redlease's lease events, through `@opentelemetry/api` only (an
+ * optional peer dependency: the SDK, its exporters and its context manager are the application's). Nothing here is
+ * loaded unless this entry is imported; the core never imports it.
+ *
+ * {@linkcode otel} makes a {@linkcode LeaseEventHandler} to register with `configure(client, { onEvent })`. It records:
+ *
+ * | instrument | type | unit | attributes |
+ * |---|---|---|---|
+ * | `redlease.lease.wait.duration` | histogram | `s` | `redlease.lease.kind`, `redlease.acquire.outcome` |
+ * | `redlease.lease.hold.duration` | histogram | `s` | `redlease.lease.kind`, `redlease.lease.end` |
+ * | `redlease.lease.acquisitions` | counter | `{acquisition}` | `redlease.lease.kind`, `redlease.acquire.outcome`, and for `acquired`: `redlease.acquire.queued`, `redlease.acquire.handed_off`, `redlease.acquire.reentered` |
+ * | `redlease.lease.renewal.failures` | counter | `{failure}` | `redlease.lease.kind`, `error.type` |
+ * | `redlease.lease.lost` | counter | `{lease}` | `redlease.lease.kind`, `redlease.lease.loss.reason` |
+ * | `redlease.lease.passed_on` | counter | `{grant}` | `redlease.lease.kind` |
+ * | `redlease.lease.held` | up-down counter | `{lease}` | `redlease.lease.kind` |
+ *
+ * and a span `redlease acquire` per acquire (per name of a lease over several names), from the call to its outcome,
+ * child of the caller's active span. `redlease.lease.name` goes on spans only unless `leaseName: "all"`.
+ *
+ * @example Record every lease of a client
+ * ```ts
+ * import { configure } from "redlease";
+ * import { otel } from "redlease/otel";
+ * configure(client, { onEvent: otel() });
+ * ```
+ *
+ * @module
+ */
+import {
+  type Attributes,
+  context,
+  type Counter,
+  type Histogram,
+  type MeterProvider,
+  metrics,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Tracer,
+  type TracerProvider,
+  type UpDownCounter,
+  ValueType,
+} from "@opentelemetry/api";
+import type { AcquiredEvent, AcquireFailedEvent, LeaseEvent, LeaseEventHandler } from "./events.ts";
+import { fail } from "./_validate.ts";
+
+export type * from "./events.ts";
+export type { LeaseKind } from "./lease.ts";
+export type { LeaseLossReason, LeaseLostError, RedleaseError } from "./errors.ts";
+
+/** Where the `redlease.lease.name` attribute goes: see {@linkcode OtelOptions.leaseName}. */
+export type LeaseNameAttribute = "spans" | "all" | "none";
+
+/**
+ * Where metrics go: a `MeterProvider` of `@opentelemetry/api`, as the SDK's `MeterProvider` is, or
+ * `metrics.getMeterProvider()`. Declared by the one method redlease calls, so that this entry's types stand without
+ * the API's.
+ */
+export interface MeterProviderLike {
+  /** The meter of an instrumentation scope (`MeterProvider.getMeter` of `@opentelemetry/api`). */
+  getMeter(name: string): object;
+}
+
+/**
+ * Where spans go: a `TracerProvider` of `@opentelemetry/api`, as the SDK's tracer providers are, or
+ * `trace.getTracerProvider()`. Declared by the one method redlease calls, so that this entry's types stand without
+ * the API's.
+ */
+export interface TracerProviderLike {
+  /** The tracer of an instrumentation scope (`TracerProvider.getTracer` of `@opentelemetry/api`). */
+  getTracer(name: string): object;
+}
+
+/** Options of {@linkcode otel}. */
+export interface OtelOptions {
+  /**
+   * Where the metrics go. Without it, the global meter provider (`metrics.setGlobalMeterProvider`, as the
+   * OpenTelemetry SDK's `start()` registers it) is looked up at each event, so a handler made before the SDK starts
+   * records once it has.
+   * @default {the global meter provider of `@opentelemetry/api`}
+   * @example
+   * ```ts
+   * import { MeterProvider } from "@opentelemetry/sdk-metrics";
+   * configure(client, { onEvent: otel({ meterProvider: new MeterProvider({ readers: [reader] }) }) });
+   * ```
+   */
+  readonly meterProvider?: MeterProviderLike;
+  /**
+   * Where the acquire spans go.
+   * @default {the global tracer provider of `@opentelemetry/api`}
+   * @example
+   * ```ts
+   * configure(client, { onEvent: otel({ tracerProvider: provider }) });
+   * ```
+   */
+  readonly tracerProvider?: TracerProviderLike;
+  /**
+   * Where the lease name goes, as the `redlease.lease.name` attribute. Lease names are often unbounded (`invoice:42`,
+   * one per job), and every distinct set of metric attributes is a time series kept until the process ends, so by
+   * default the name goes on spans only (`"spans"`, where each span carries its own). `"all"` puts it on the metrics
+   * too, for a fixed, small set of names; `"none"` leaves it out everywhere (names that must not leave the process).
+   * @default {"spans"}
+   * @example A handful of well-known leases: break the metrics down by name
+   * ```ts
+   * configure(client, { onEvent: otel({ leaseName: "all" }) });
+   * ```
+   */
+  readonly leaseName?: LeaseNameAttribute;
+}
+
+// Instrumentation scope: the library's name (its instruments are told apart from the application's by it).
+const SCOPE = "redlease";
+const SPAN = "redlease acquire";
+const KIND = "redlease.lease.kind";
+const NAME = "redlease.lease.name";
+const OUTCOME = "redlease.acquire.outcome";
+const ERROR_TYPE = "error.type";
+const QUEUED = "redlease.acquire.queued";
+const HANDED_OFF = "redlease.acquire.handed_off";
+const REENTERED = "redlease.acquire.reentered";
+const END = "redlease.lease.end";
+const LOSS_REASON = "redlease.lease.loss.reason";
+// Durations in seconds, as OpenTelemetry's conventions want them; the SDK's default buckets (0 to 10,000) are made
+// for milliseconds and would put nearly every wait in the first one. A view can replace these.
+const WAIT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const HOLD_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600];
+/** The most distinct `error.type` values one handler keeps; later ones count as `_OTHER` (bounded cardinality). */
+const MAX_ERROR_TYPES = 32;
+
+interface Instruments {
+  readonly wait: Histogram;
+  readonly hold: Histogram;
+  readonly acquisitions: Counter;
+  readonly renewalFailures: Counter;
+  readonly lost: Counter;
+  readonly passedOn: Counter;
+  readonly held: UpDownCounter;
+}
+
+function instruments(provider: MeterProvider): Instruments {
+  const m = provider.getMeter(SCOPE);
+  return {
+    wait: m.createHistogram("redlease.lease.wait.duration", {
+      unit: "s",
+      description: "How long acquires took, from the call to the grant or the failure (every kind, every outcome).",
+      advice: { explicitBucketBoundaries: WAIT_BUCKETS },
+    }),
+    hold: m.createHistogram("redlease.lease.hold.duration", {
+      unit: "s",
+      description: "How long holds lasted, from the grant to the final release or the loss.",
+      advice: { explicitBucketBoundaries: HOLD_BUCKETS },
+    }),
+    acquisitions: m.createCounter("redlease.lease.acquisitions", {
+      unit: "{acquisition}",
+      valueType: ValueType.INT,
+      description: "Acquire calls, by outcome: acquired, timeout, aborted or error.",
+    }),
+    renewalFailures: m.createCounter("redlease.lease.renewal.failures", {
+      unit: "{failure}",
+      valueType: ValueType.INT,
+      description: "Watchdog renewals that failed (retried until the local deadline).",
+    }),
+    lost: m.createCounter("redlease.lease.lost", {
+      unit: "{lease}",
+      valueType: ValueType.INT,
+      description: "Holds lost before their release, by reason: expired, not-held or unreachable.",
+    }),
+    passedOn: m.createCounter("redlease.lease.passed_on", {
+      unit: "{grant}",
+      valueType: ValueType.INT,
+      description: "Grants their waiter never claimed within its claim window, passed on by another waiter.",
+    }),
+    held: m.createUpDownCounter("redlease.lease.held", {
+      unit: "{lease}",
+      valueType: ValueType.INT,
+      description: "Leases held by this process now (a lease over several names counts once per name).",
+    }),
+  };
+}
+
+/** The metric attributes of one lease kind, made on first use. */
+interface PerKind {
+  /** Just the kind. */
+  readonly base: Attributes;
+  /** Kind and acquire outcome. */
+  readonly outcome: Record<string, Attributes>;
+  /** Kind, `acquired`, and queued × handed off × re-entered, indexed 0 to 7. */
+  readonly acquired: Attributes[];
+  /** Kind and how the hold ended (`released`, `lost`). */
+  readonly end: Record<string, Attributes>;
+  /** Kind and loss reason. */
+  readonly reason: Record<string, Attributes>;
+  /** Kind and `error.type` (a Map: the type is an error's name, any string). */
+  readonly errors: Map<string, Attributes>;
+}
+
+/**
+ * A low-cardinality name for the type of `e`, for `error.type`: its `name` (`LockTimeoutError`, `AbortError`), else
+ * its class, else its system error code (`ECONNRESET`: a socket's errors are plain `Error`s), else `Error`, else
+ * `_OTHER`.
+ */
+function errorType(e: unknown): string {
+  if (e === null || typeof e !== "object") return "_OTHER";
+  const name = (e as { name?: unknown }).name;
+  if (typeof name === "string" && name !== "" && name !== "Error") return name;
+  const cls = (e as { constructor?: { name?: unknown } }).constructor?.name;
+  if (typeof cls === "string" && cls !== "" && cls !== "Error" && cls !== "Object") return cls;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === "string" && /^[A-Z][A-Z0-9_]{1,40}$/.test(code)) return code;
+  return name === "Error" || cls === "Error" ? "Error" : "_OTHER";
+}
+
+/**
+ * Make an event handler that records redlease's lease events as OpenTelemetry metrics and spans. Register it with
+ * `configure(client, { onEvent })`; one handler may serve several clients (its instruments do not tell them apart).
+ *
+ * What it records (see the module's table for the attributes):
+ * - `redlease.lease.wait.duration` (histogram, s): each acquire, from the call to its outcome.
+ * - `redlease.lease.hold.duration` (histogram, s): each hold, from the grant to its final release or its loss.
+ * - `redlease.lease.acquisitions` (counter): acquire calls by outcome (`acquired`, `timeout`, `aborted`, `error`).
+ * - `redlease.lease.renewal.failures` (counter): failed watchdog renewals, by `error.type`.
+ * - `redlease.lease.lost` (counter): holds lost, by reason (`expired`, `not-held`, `unreachable`).
+ * - `redlease.lease.passed_on` (counter): grants never claimed by their waiter, passed on.
+ * - `redlease.lease.held` (up-down counter): holds of this process now; back to 0 once every lease has ended.
+ * - a span `redlease acquire` (internal) per acquire, from its call to its outcome, whose parent is the caller's
+ *   active span; attributes: kind, outcome, `redlease.acquire.wait.duration` (s), and on success
+ *   `redlease.lease.fence`, `redlease.acquire.queued`, `redlease.acquire.handed_off`, `redlease.acquire.reentered`;
+ *   on failure `error.type`, the exception as an event, and status ERROR.
+ *
+ * Register it before the client's first acquire: `redlease.lease.held` counts the holds it saw granted.
+ *
+ * @param options Where metrics and spans go, and where the lease name goes (see {@linkcode OtelOptions}).
+ * @returns A handler for `configure(client, { onEvent })`.
+ * @throws {TypeError} for an invalid option.
+ *
+ * @example With the SDK's global providers (NodeSDK, or `@opentelemetry/sdk-node`'s `start()`)
+ * ```ts
+ * import { configure } from "redlease";
+ * import { otel } from "redlease/otel";
+ * configure(client, { onEvent: otel() });
+ * ```
+ *
+ * @example Feed your own handler too: call both from one function
+ * ```ts
+ * const record = otel({ leaseName: "none" });
+ * configure(client, {
+ *   onEvent: (e) => {
+ *     record(e);
+ *     if (e.type === "lost") console.warn(`lost ${e.name}: ${e.reason}`);
+ *   },
+ * });
+ * ```
+ */
+export function otel(options: OtelOptions = {}): LeaseEventHandler {
+  const op = "make an OpenTelemetry handler";
+  if (options === null || typeof options !== "object") fail(op, "options", "must be an object", options);
+  const { leaseName = "spans" } = options;
+  const meterProvider = options.meterProvider as MeterProvider | undefined;
+  const tracerProvider = options.tracerProvider as TracerProvider | undefined;
+  if (leaseName !== "spans" && leaseName !== "all" && leaseName !== "none") {
+    fail(op, "leaseName", `must be "spans", "all" or "none"`, leaseName);
+  }
+  if (meterProvider !== undefined && typeof meterProvider?.getMeter !== "function") {
+    fail(op, "meterProvider", "must be a MeterProvider (with getMeter)", meterProvider);
+  }
+  if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== "function") {
+    fail(op, "tracerProvider", "must be a TracerProvider (with getTracer)", tracerProvider);
+  }
+  const nameOnMetrics = leaseName === "all";
+  const nameOnSpans = leaseName !== "none";
+  // The global tracer provider is a proxy that follows the one registered later; the global meter provider is not,
+  // so it is looked up at each event (a read of a global) and the instruments made again when it changes.
+  const tracer: Tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE);
+  let from: MeterProvider | undefined;
+  let m: Instruments | undefined;
+  const meter = (): Instruments => {
+    const p = meterProvider ?? metrics.getMeterProvider();
+    if (p !== from || m === undefined) {
+      from = p;
+      m = instruments(p);
+    }
+    return m;
+  };
+
+  // Metric attributes: one object per combination, made on first use and reused (nothing allocated per event),
+  // unless the lease name goes on metrics too.
+  const kinds: Record<string, PerKind> = {};
+  const of = (kind: string): PerKind =>
+    kinds[kind] ??= { base: { [KIND]: kind }, outcome: {}, acquired: [], end: {}, reason: {}, errors: new Map() };
+  let errorTypes = 0;
+  const named = nameOnMetrics
+    ? (a: Attributes, name: string): Attributes => ({ ...a, [NAME]: name })
+    : (a: Attributes) => a;
+
+  function span(e: AcquiredEvent | AcquireFailedEvent, outcome: string): void {
+    const now = Date.now();
+    const a: Attributes = { [KIND]: e.kind, [OUTCOME]: outcome, "redlease.acquire.wait.duration": e.waitMs / 1000 };
+    if (nameOnSpans) a[NAME] = e.name;
+    if (e.type === "acquired") {
+      a["redlease.lease.fence"] = e.fence;
+      a[QUEUED] = e.queued;
+      a[HANDED_OFF] = e.handedOff;
+      a[REENTERED] = e.reentered;
+    } else {
+      a[ERROR_TYPE] = errorType(e.error);
+    }
+    // Wall-clock times on both ends (the span's duration is the wait): `performance.timeOrigin + startedAt` would
+    // drift from Date.now(), which the SDK stamps its own spans with, by however much the system clock moved since
+    // the process started, and could place the span outside its parent.
+    const s = tracer.startSpan(
+      SPAN,
+      { kind: SpanKind.INTERNAL, startTime: now - e.waitMs, attributes: a },
+      context.active(),
+    );
+    if (e.type === "acquire-failed") {
+      const err = e.error;
+      s.recordException(
+        err !== null && typeof err === "object" ? err as Error : String(err),
+        now,
+      );
+      s.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+    }
+    s.end(now);
+  }
+
+  return (e: LeaseEvent): void => {
+    switch (e.type) {
+      case "acquired": {
+        const i = meter(), k = of(e.kind);
+        const w = k.outcome.acquired ??= { [KIND]: e.kind, [OUTCOME]: "acquired" };
+        i.wait.record(e.waitMs / 1000, named(w, e.name));
+        const a = k.acquired[(e.queued ? 4 : 0) + (e.handedOff ? 2 : 0) + (e.reentered ? 1 : 0)] ??= {
+          [KIND]: e.kind,
+          [OUTCOME]: "acquired",
+          [QUEUED]: e.queued,
+          [HANDED_OFF]: e.handedOff,
+          [REENTERED]: e.reentered,
+        };
+        i.acquisitions.add(1, named(a, e.name));
+        if (!e.reentered) i.held.add(1, named(k.base, e.name));
+        span(e, "acquired");
+        return;
+      }
+      case "acquire-failed": {
+        const i = meter();
+        const a = named(of(e.kind).outcome[e.outcome] ??= { [KIND]: e.kind, [OUTCOME]: e.outcome }, e.name);
+        i.wait.record(e.waitMs / 1000, a);
+        i.acquisitions.add(1, a);
+        span(e, e.outcome);
+        return;
+      }
+      case "released":
+      case "lost": {
+        if (e.type === "released" && !e.final) return;
+        const i = meter(), k = of(e.kind);
+        i.held.add(-1, named(k.base, e.name));
+        const end = k.end[e.type] ??= { [KIND]: e.kind, [END]: e.type };
+        i.hold.record(e.heldMs / 1000, named(end, e.name));
+        if (e.type === "lost") {
+          i.lost.add(1, named(k.reason[e.reason] ??= { [KIND]: e.kind, [LOSS_REASON]: e.reason }, e.name));
+        }
+        return;
+      }
+      case "renewal-failed": {
+        const k = of(e.kind);
+        let type = errorType(e.error);
+        let a = k.errors.get(type);
+        if (a === undefined) {
+          // A new type: counted under its own name while there are few, then as _OTHER (bounded cardinality).
+          if (errorTypes >= MAX_ERROR_TYPES) type = "_OTHER";
+          else errorTypes++;
+          a = k.errors.get(type);
+          if (a === undefined) k.errors.set(type, a = { [KIND]: e.kind, [ERROR_TYPE]: type });
+        }
+        meter().renewalFailures.add(1, named(a, e.name));
+        return;
+      }
+      case "resumed":
+        meter().held.add(1, named(of(e.kind).base, e.name));
+        return;
+      case "passed-on":
+        meter().passedOn.add(1, named(of(e.kind).base, e.name));
+        return;
+    }
+  };
+}
