@@ -228,7 +228,8 @@ function errorType(e: unknown): string {
  *   `redlease.lease.fence`, `redlease.acquire.queued`, `redlease.acquire.handed_off`, `redlease.acquire.reentered`;
  *   on failure `error.type`, the exception as an event, and status ERROR.
  *
- * Register it before the client's first acquire: `redlease.lease.held` counts the holds it saw granted.
+ * `redlease.lease.held` counts the holds the handler was told of: a lease acquired before it was registered is not
+ * counted, nor is its end (see {@linkcode LeaseEvent}), so the count never goes below zero.
  *
  * @param options Where metrics and spans go, and where the lease name goes (see {@linkcode OtelOptions}).
  * @returns A handler for `configure(client, { onEvent })`.
