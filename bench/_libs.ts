@@ -15,7 +15,9 @@ export type LibId =
   | "fairfenced"
   | "redlease-permits"
   | "semaphore-permits"
-  | "redlease-events";
+  | "redlease-events"
+  | "redlease-otel"
+  | "redlease-metrics";
 
 /** B6: n permits of one name, contended (a counting semaphore). */
 export const PERMITS = 4;
@@ -72,8 +74,23 @@ export const FENCED_FLOOR: LibId = "fenced";
  */
 export const WITH_EVENTS: LibId = "redlease-events";
 
+/**
+ * B1/B2 only: redlease with the OpenTelemetry instruments on (`redlease/otel` as its event handler), on the real SDK:
+ * a MeterProvider whose reader exports every minute, and a tracer provider that samples every span (the SDK's
+ * default) into a BatchSpanProcessor whose exporter drops them — every acquire recorded and traced.
+ */
+export const WITH_OTEL: LibId = "redlease-otel";
+/** B1/B2 only: as WITH_OTEL with metrics only (no tracer provider registered: no span is made). */
+export const WITH_METRICS: LibId = "redlease-metrics";
+
 /** The B1/B2-only rows: not run in B3 or B5. */
-export const UNCONTENDED_ONLY: readonly LibId[] = [ON_PEER_CLIENT, FENCED_FLOOR, WITH_EVENTS];
+export const UNCONTENDED_ONLY: readonly LibId[] = [
+  ON_PEER_CLIENT,
+  FENCED_FLOOR,
+  WITH_EVENTS,
+  WITH_METRICS,
+  WITH_OTEL,
+];
 
 /** The B3-only rows that are not libraries. */
 export const FLOORS: readonly LibId[] = [FLOOR, FAIR_FLOOR, FAIR_FENCED_FLOOR];
@@ -93,6 +110,8 @@ export const TUNABLE: Record<LibId, boolean> = {
   "redlease-permits": false,
   "semaphore-permits": true,
   "redlease-events": false,
+  "redlease-otel": false,
+  "redlease-metrics": false,
 };
 
 export const LABEL: Record<LibId, string> = {
@@ -109,6 +128,8 @@ export const LABEL: Record<LibId, string> = {
   "redlease-permits": `redlease, ${PERMITS} permits`,
   "semaphore-permits": `redis-semaphore Semaphore, ${PERMITS} permits`,
   "redlease-events": "redlease with an event handler",
+  "redlease-otel": "redlease with OpenTelemetry metrics and spans",
+  "redlease-metrics": "redlease with OpenTelemetry metrics",
 };
 
 /** Lease / lock TTL used by every library that takes one, ms. */
@@ -128,6 +149,12 @@ export function settingsText(lib: LibId, tuned: boolean): string {
       return `acquire(client, name, { waitMs: ${WAIT_MS} }) (watchdog mode: 30 s TTL renewed every 10 s), release(lease)`;
     case "redlease-events":
       return `as redlease, with configure(client, { onEvent }) counting every event by its type`;
+    case "redlease-otel":
+      return `as redlease, with configure(client, { onEvent: otel({ meterProvider, tracerProvider }) }) on the ` +
+        `OpenTelemetry SDK: metrics read every 60 s, every span sampled into a BatchSpanProcessor (spans dropped)`;
+    case "redlease-metrics":
+      return `as redlease, with configure(client, { onEvent: otel({ meterProvider }) }) on the OpenTelemetry SDK: ` +
+        `metrics read every 60 s; no tracer provider registered (no span made)`;
     case "redlease-io":
       return `as redlease, on an ioredis client (the peers' client) through ioredis() from redlease/ioredis`;
     case "raw":
@@ -195,6 +222,8 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   // EVALSHA (+ EVAL after NOSCRIPT) from its Lua scripts; the refresh timer's EVALSHA too.
   "semaphore-permits": /^(evalsha|eval|script\|.*)$/,
   "redlease-events": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
+  "redlease-otel": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
+  "redlease-metrics": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
 };
 
 export interface Adapter {
@@ -340,6 +369,27 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
           }
           return {
             acquire: (name) => rl.acquire(c, name, { waitMs: WAIT_MS, ...kind }),
+            release: async (h) => void await rl.release(h),
+            close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "redlease-metrics":
+    case "redlease-otel": {
+      const [{ createClient }, rl, { otelHandler }] = await Promise.all([
+        import("redis"),
+        import(redleaseUrl) as Promise<Any>,
+        import("./_otel.ts"),
+      ]);
+      return {
+        async connect(url) {
+          const c = createClient({ url });
+          c.on("error", onError("node-redis"));
+          await c.connect();
+          rl.configure(c, { onEvent: await otelHandler(lib === "redlease-metrics") });
+          return {
+            acquire: (name) => rl.acquire(c, name, { waitMs: WAIT_MS }),
             release: async (h) => void await rl.release(h),
             close: async () => void await c.quit(),
           };

@@ -7,7 +7,9 @@
  *   node --import tsx bench/client_cost.ts [tree=. …] [--cycles 100000] [--reps 9]
  *
  * A tree written `<tree>+events` is measured with an event handler that counts every event by its type
- * (configure(driver, { onEvent })): `. .+events` is the cost of the hook itself.
+ * (configure(driver, { onEvent })): `. .+events` is the cost of the hook itself; `<tree>+otel` with redlease/otel's
+ * handler on the OpenTelemetry SDK (bench/_otel.ts: every acquire recorded and traced); `<tree>+metrics` with its
+ * metrics only.
  *
  * Each tree given (a checkout of redlease: this one, or another commit's from `git worktree add /tmp/x <ref>`) has its
  * mod.ts bundled by esbuild as the benchmark bundles it (so no loader's helpers are timed), and the bundles are
@@ -20,6 +22,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "esbuild";
 import type { Driver } from "../src/driver.ts";
+import { otelHandler } from "./_otel.ts";
 
 const args = process.argv.slice(2);
 const flag = (name: string, def: number) => {
@@ -53,8 +56,8 @@ async function cycles(lib: Lib, d: Driver, n: number): Promise<number> {
 
 mkdirSync(TMP, { recursive: true });
 const libs = await Promise.all(trees.map(async (name, i) => {
-  const events = name.endsWith("+events");
-  const tree = events ? name.slice(0, -"+events".length) : name;
+  const hook = /\+(events|otel|metrics)$/.exec(name)?.[1];
+  const tree = hook ? name.slice(0, -hook.length - 1) : name;
   const outfile = join(TMP, `client-cost-${i}.mjs`);
   await build({
     entryPoints: [join(resolve(tree), "mod.ts")],
@@ -66,10 +69,10 @@ const libs = await Promise.all(trees.map(async (name, i) => {
     logLevel: "silent",
   });
   const lib = await import(pathToFileURL(outfile).href) as Lib, d = driver();
-  if (events) {
+  if (hook === "events") {
     const counts: Record<string, number> = {};
     lib.configure(d, { onEvent: (e: { type: string }) => void (counts[e.type] = (counts[e.type] ?? 0) + 1) });
-  }
+  } else if (hook) lib.configure(d, { onEvent: await otelHandler(hook === "metrics") });
   return {
     name,
     lib,

@@ -30,16 +30,15 @@
 import {
   type Attributes,
   context,
-  type Counter,
   type Histogram,
   type MeterProvider,
   metrics,
+  type ObservableResult,
   SpanKind,
   SpanStatusCode,
   trace,
   type Tracer,
   type TracerProvider,
-  type UpDownCounter,
   ValueType,
 } from "@opentelemetry/api";
 import type { AcquiredEvent, AcquireFailedEvent, LeaseEvent, LeaseEventHandler } from "./events.ts";
@@ -131,15 +130,59 @@ const MAX_ERROR_TYPES = 32;
 interface Instruments {
   readonly wait: Histogram;
   readonly hold: Histogram;
-  readonly acquisitions: Counter;
-  readonly renewalFailures: Counter;
-  readonly lost: Counter;
-  readonly passedOn: Counter;
-  readonly held: UpDownCounter;
 }
 
-function instruments(provider: MeterProvider): Instruments {
+/** Counts per attribute set (the sets are made once and reused, so they key the map by identity). */
+type Tally = Map<Attributes, number>;
+
+/** The counters, kept here and read by the SDK when it collects (an increment per event, nothing recorded). */
+interface Tallies {
+  readonly acquisitions: Tally;
+  readonly renewalFailures: Tally;
+  readonly lost: Tally;
+  readonly passedOn: Tally;
+  readonly held: Tally;
+}
+
+function count(t: Tally, a: Attributes, n: number): void {
+  t.set(a, (t.get(a) ?? 0) + n);
+}
+
+/**
+ * The instruments on `provider`'s meter. The histograms are recorded per event; the counters are observable ones
+ * that report `tallies` when the SDK collects: a synchronous counter costs the SDK a hash of its attributes per
+ * event, about a microsecond each, five times per acquire and release (measured with bench/client_cost.ts).
+ */
+function instruments(provider: MeterProvider, tallies: Tallies): Instruments {
   const m = provider.getMeter(SCOPE);
+  const observe = (t: Tally) => (r: ObservableResult) => {
+    for (const [a, v] of t) r.observe(v, a);
+  };
+  m.createObservableCounter("redlease.lease.acquisitions", {
+    unit: "{acquisition}",
+    valueType: ValueType.INT,
+    description: "Acquire calls, by outcome: acquired, timeout, aborted or error.",
+  }).addCallback(observe(tallies.acquisitions));
+  m.createObservableCounter("redlease.lease.renewal.failures", {
+    unit: "{failure}",
+    valueType: ValueType.INT,
+    description: "Watchdog renewals that failed (retried until the local deadline).",
+  }).addCallback(observe(tallies.renewalFailures));
+  m.createObservableCounter("redlease.lease.lost", {
+    unit: "{lease}",
+    valueType: ValueType.INT,
+    description: "Holds lost before their release, by reason: expired, not-held or unreachable.",
+  }).addCallback(observe(tallies.lost));
+  m.createObservableCounter("redlease.lease.passed_on", {
+    unit: "{grant}",
+    valueType: ValueType.INT,
+    description: "Grants their waiter never claimed within its claim window, passed on by another waiter.",
+  }).addCallback(observe(tallies.passedOn));
+  m.createObservableUpDownCounter("redlease.lease.held", {
+    unit: "{lease}",
+    valueType: ValueType.INT,
+    description: "Leases held by this process now (a lease over several names counts once per name).",
+  }).addCallback(observe(tallies.held));
   return {
     wait: m.createHistogram("redlease.lease.wait.duration", {
       unit: "s",
@@ -150,31 +193,6 @@ function instruments(provider: MeterProvider): Instruments {
       unit: "s",
       description: "How long holds lasted, from the grant to the final release or the loss.",
       advice: { explicitBucketBoundaries: HOLD_BUCKETS },
-    }),
-    acquisitions: m.createCounter("redlease.lease.acquisitions", {
-      unit: "{acquisition}",
-      valueType: ValueType.INT,
-      description: "Acquire calls, by outcome: acquired, timeout, aborted or error.",
-    }),
-    renewalFailures: m.createCounter("redlease.lease.renewal.failures", {
-      unit: "{failure}",
-      valueType: ValueType.INT,
-      description: "Watchdog renewals that failed (retried until the local deadline).",
-    }),
-    lost: m.createCounter("redlease.lease.lost", {
-      unit: "{lease}",
-      valueType: ValueType.INT,
-      description: "Holds lost before their release, by reason: expired, not-held or unreachable.",
-    }),
-    passedOn: m.createCounter("redlease.lease.passed_on", {
-      unit: "{grant}",
-      valueType: ValueType.INT,
-      description: "Grants their waiter never claimed within its claim window, passed on by another waiter.",
-    }),
-    held: m.createUpDownCounter("redlease.lease.held", {
-      unit: "{lease}",
-      valueType: ValueType.INT,
-      description: "Leases held by this process now (a lease over several names counts once per name).",
     }),
   };
 }
@@ -273,13 +291,20 @@ export function otel(options: OtelOptions = {}): LeaseEventHandler {
   // The global tracer provider is a proxy that follows the one registered later; the global meter provider is not,
   // so it is looked up at each event (a read of a global) and the instruments made again when it changes.
   const tracer: Tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE);
+  const tallies: Tallies = {
+    acquisitions: new Map(),
+    renewalFailures: new Map(),
+    lost: new Map(),
+    passedOn: new Map(),
+    held: new Map(),
+  };
   let from: MeterProvider | undefined;
   let m: Instruments | undefined;
   const meter = (): Instruments => {
     const p = meterProvider ?? metrics.getMeterProvider();
     if (p !== from || m === undefined) {
       from = p;
-      m = instruments(p);
+      m = instruments(p, tallies);
     }
     return m;
   };
@@ -290,8 +315,16 @@ export function otel(options: OtelOptions = {}): LeaseEventHandler {
   const of = (kind: string): PerKind =>
     kinds[kind] ??= { base: { [KIND]: kind }, outcome: {}, acquired: [], end: {}, reason: {}, errors: new Map() };
   let errorTypes = 0;
+  // With the name on metrics, one set per set and name, made once (a tally counts by the set's identity).
+  const withName = new Map<Attributes, Map<string, Attributes>>();
   const named = nameOnMetrics
-    ? (a: Attributes, name: string): Attributes => ({ ...a, [NAME]: name })
+    ? (a: Attributes, name: string): Attributes => {
+      let byName = withName.get(a);
+      if (!byName) withName.set(a, byName = new Map());
+      let n = byName.get(name);
+      if (!n) byName.set(name, n = { ...a, [NAME]: name });
+      return n;
+    }
     : (a: Attributes) => a;
 
   function span(e: AcquiredEvent | AcquireFailedEvent, outcome: string): void {
@@ -326,9 +359,10 @@ export function otel(options: OtelOptions = {}): LeaseEventHandler {
   }
 
   return (e: LeaseEvent): void => {
+    const i = meter(); // (on the current provider: its observable counters report the tallies)
     switch (e.type) {
       case "acquired": {
-        const i = meter(), k = of(e.kind);
+        const k = of(e.kind);
         const w = k.outcome.acquired ??= { [KIND]: e.kind, [OUTCOME]: "acquired" };
         i.wait.record(e.waitMs / 1000, named(w, e.name));
         const a = k.acquired[(e.queued ? 4 : 0) + (e.handedOff ? 2 : 0) + (e.reentered ? 1 : 0)] ??= {
@@ -338,28 +372,27 @@ export function otel(options: OtelOptions = {}): LeaseEventHandler {
           [HANDED_OFF]: e.handedOff,
           [REENTERED]: e.reentered,
         };
-        i.acquisitions.add(1, named(a, e.name));
-        if (!e.reentered) i.held.add(1, named(k.base, e.name));
+        count(tallies.acquisitions, named(a, e.name), 1);
+        if (!e.reentered) count(tallies.held, named(k.base, e.name), 1);
         span(e, "acquired");
         return;
       }
       case "acquire-failed": {
-        const i = meter();
         const a = named(of(e.kind).outcome[e.outcome] ??= { [KIND]: e.kind, [OUTCOME]: e.outcome }, e.name);
         i.wait.record(e.waitMs / 1000, a);
-        i.acquisitions.add(1, a);
+        count(tallies.acquisitions, a, 1);
         span(e, e.outcome);
         return;
       }
       case "released":
       case "lost": {
         if (e.type === "released" && !e.final) return;
-        const i = meter(), k = of(e.kind);
-        i.held.add(-1, named(k.base, e.name));
+        const k = of(e.kind);
+        count(tallies.held, named(k.base, e.name), -1);
         const end = k.end[e.type] ??= { [KIND]: e.kind, [END]: e.type };
         i.hold.record(e.heldMs / 1000, named(end, e.name));
         if (e.type === "lost") {
-          i.lost.add(1, named(k.reason[e.reason] ??= { [KIND]: e.kind, [LOSS_REASON]: e.reason }, e.name));
+          count(tallies.lost, named(k.reason[e.reason] ??= { [KIND]: e.kind, [LOSS_REASON]: e.reason }, e.name), 1);
         }
         return;
       }
@@ -374,14 +407,14 @@ export function otel(options: OtelOptions = {}): LeaseEventHandler {
           a = k.errors.get(type);
           if (a === undefined) k.errors.set(type, a = { [KIND]: e.kind, [ERROR_TYPE]: type });
         }
-        meter().renewalFailures.add(1, named(a, e.name));
+        count(tallies.renewalFailures, named(a, e.name), 1);
         return;
       }
       case "resumed":
-        meter().held.add(1, named(of(e.kind).base, e.name));
+        count(tallies.held, named(of(e.kind).base, e.name), 1);
         return;
       case "passed-on":
-        meter().passedOn.add(1, named(of(e.kind).base, e.name));
+        count(tallies.passedOn, named(of(e.kind).base, e.name), 1);
         return;
     }
   };
