@@ -6,7 +6,7 @@ import { emit } from "./_events.ts";
 import { log } from "./_log.ts";
 import type { Script } from "./_scripts.ts";
 import type { Hold, Target } from "./_hold.ts";
-import { extendCall, parseMessage, releaseCall, releaseHeld, type WaiterMessage } from "./_protocol.ts";
+import { extendCall, parseMessage, releaseHeld, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError, ReplicationError } from "./errors.ts";
 import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
@@ -339,12 +339,9 @@ export class ClientState implements Target {
   release(hold: Hold, bound: Bound): Promise<boolean> {
     const args = { kind: hold.kind, owner: hold.owner, fence: hold.fenceText };
     const ev = this.events;
-    if (!ev) return releaseHeld(this, hold.keys, args, bound);
-    // With an event handler: what the release did, to tell it of a handoff.
-    return releaseCall(this, hold.keys, args, bound).then((r) => {
-      if (r === "handed-over" && hold.told) emit(ev, { type: "handed-over", ...hold.event() });
-      return r !== "not-held";
-    });
+    // With an event handler, a handoff is told as the reply is decoded (no promise more).
+    const over = ev && hold.told ? () => emit(ev, { type: "handed-over", ...hold.event() }) : undefined;
+    return releaseHeld(this, hold.keys, args, bound, over);
   }
 
   /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */

@@ -38,7 +38,19 @@ export function acquiredEvent(
   if (hold.since < 0) hold.since = startedAt;
   lease.told = hold.told = true;
   const waitMs = performance.now() - startedAt;
-  emit(handler, { type: "acquired", ...hold.event(), waitMs, startedAt, queued, handedOff, reentered });
+  // (One object, not a spread of event(): every acquire builds it.)
+  emit(handler, {
+    type: "acquired",
+    name: hold.name,
+    kind: eventKind(hold.kind, hold.leader),
+    owner: hold.owner,
+    fence: hold.fence,
+    waitMs,
+    startedAt,
+    queued,
+    handedOff,
+    reentered,
+  });
 }
 
 /** Tell `handler` that an acquire of `name` started at `startedAt` fails with `error`. */

@@ -399,7 +399,16 @@ export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boo
   const final = hold.handles.length === 0;
   // Told of a handle that was told acquired, and of the end of a hold that was (a lost hold told its end already).
   if (ev && (final ? hold.told : lease.told) && !hold.lost) {
-    emit(ev, { type: "released", ...hold.event(), final, heldMs: now - hold.since });
+    // (One object, not a spread of event(): the release of every lease builds it.)
+    emit(ev, {
+      type: "released",
+      name: hold.name,
+      kind: eventKind(hold.kind, hold.leader),
+      owner: hold.owner,
+      fence: hold.fence,
+      final,
+      heldMs: now - hold.since,
+    });
   }
   lease.releasing = hold.onEnd ? sent.finally(() => hold.handles.length === 0 ? hold.ended() : undefined) : sent;
   // Set before the signal aborts: a listener that releases this handle too must find it released.

@@ -297,9 +297,23 @@ export async function releaseCall(st: ClientState, keys: LeaseKeys, a: ReleaseAr
 }
 
 /** releaseCall(), answering whether a hold was released (anything but "not-held"), in one step (the hot path). */
-export function releaseHeld(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<boolean> {
+export function releaseHeld(
+  st: ClientState,
+  keys: LeaseKeys,
+  a: ReleaseArgs,
+  bound?: Bound,
+  handedOver?: () => void,
+): Promise<boolean> {
   const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
-  return st.run(a.kind === "x" ? RELEASE : RELEASE_SET, k, releaseArgs(st, a), bound, (r) => Number(r) !== 0);
+  // `handedOver` (an event handler's) is called in the same step when the release handed the lease to waiters.
+  const decode = handedOver
+    ? (r: unknown) => {
+      const n = Number(r);
+      if (n === 3) handedOver();
+      return n !== 0;
+    }
+    : (r: unknown) => Number(r) !== 0;
+  return st.run(a.kind === "x" ? RELEASE : RELEASE_SET, k, releaseArgs(st, a), bound, decode);
 }
 
 export interface ExtendArgs {
