@@ -11,14 +11,17 @@
 -- @include _record.lua
 local owner, ms, aid = ARGV[1], ARGV[2], ARGV[3]
 local lasts, counts = {}, {}
+local now = now_us()
+-- Live holds only: a grant handed over and never claimed keeps its holder set until its lease would end.
+local live = '(' .. string.format('%d', now)
 for i = 1, #KEYS, 4 do
   local fence, _, c, by, gowner, mode = record(redis.call('GET', KEYS[i]))
   local mine = gowner == owner and not by
-  if (gowner and not mine) or mode or redis.call('EXISTS', KEYS[i + 1], KEYS[i + 2]) > 0 then return (i + 3) / 4 end
+  if (gowner and not mine) or mode or redis.call('EXISTS', KEYS[i + 1]) > 0 or
+    redis.call('ZCOUNT', KEYS[i + 2], live, '+inf') > 0 then return (i + 3) / 4 end
   lasts[#lasts + 1] = fence
   counts[#counts + 1] = mine and c or 0
 end
-local now = now_us()
 local fences = {}
 for j, last in ipairs(lasts) do
   local h = KEYS[j * 4 - 3]

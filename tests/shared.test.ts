@@ -444,6 +444,21 @@ describe("shared leases and permits: edge cases at the protocol level", () => {
     assert.deepEqual((await inspect(admin, c)).owners.map((x) => x.owner).sort(), ["N", "Y"]);
   });
 
+  test("a lease over several names takes a name whose only hold is a lapsed, unclaimed set grant", async () => {
+    // The grant's holder set outlives its claim window (until its lease would end), holding nothing live: the
+    // all-at-once path must count live holds, not the set's existence, or it finds the free name busy for 30 s.
+    const p = fresh();
+    await take(p, "X", "p1");
+    const w = attemptId();
+    await take(p, "W", "p1", 30_000, w, entryOf(w, "W", "p1", 30_000, 200));
+    assert.equal(await releaseCall(st, keysOf("redlease", p), { kind: "p1", owner: "X" }), "handed-over");
+    await sleep(300);
+    assert.equal((await inspect(admin, p)).held, false);
+    const both = await acquire(a, [p, fresh()], { waitMs: 0 });
+    assert.deepEqual((await inspect(admin, p)).owners.map((x) => [x.owner, x.kind]), [[both.owner, "exclusive"]]);
+    await release(both);
+  });
+
   test("a newcomer that admits the waiters ahead of it joins them when it can", async () => {
     const name = fresh();
     await take(name, "X", "x", 300);
