@@ -51,6 +51,8 @@ export function acquiredEvent(
     handedOff,
     reentered,
   });
+  // Lost before its start could be told (while acquire waited for replicas, say): its end is told now, once.
+  if (hold.lost && !reentered) hold.tellLost(handler);
 }
 
 /** Tell `handler` that an acquire of `name` started at `startedAt` fails with `error`. */

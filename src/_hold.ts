@@ -257,12 +257,15 @@ export class Hold {
     return out?.length ? Promise.all(out).catch(() => {}) : undefined;
   }
 
+  /** Why it was lost (set by lose()). */
+  lostWith: LeaseLostError | undefined;
+
   lose(why: LeaseLossReason, cause?: unknown): void {
     if (this.lost) return;
     this.lost = true;
     this.stop();
     this.ended();
-    const reason = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
+    const reason = this.lostWith = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
     for (const h of this.handles.slice()) h.end(reason); // a copy: a handle's abort listener may release it
     if (this.target.logger?.debug) {
       log(this.target.logger, "debug", `redlease: lease '${this.name}' lost (${why})`, {
@@ -272,9 +275,13 @@ export class Hold {
       });
     }
     const ev = this.target.events;
-    if (ev && this.told) {
-      emit(ev, { type: "lost", ...this.event(), reason: why, error: reason, heldMs: this.clock.now() - this.since });
-    }
+    if (ev && this.told) this.tellLost(ev);
+  }
+
+  /** Tell `ev` that this hold was lost (by lose(), or once it is told of a hold lost before its start was told). */
+  tellLost(ev: LeaseEventHandler): void {
+    const error = this.lostWith!;
+    emit(ev, { type: "lost", ...this.event(), reason: error.why, error, heldMs: this.clock.now() - this.since });
   }
 
   stop(): void {

@@ -128,9 +128,16 @@ async function resumeResolved(
   }
   const ev = st.events;
   if (ev) {
-    lease.told = lease.hold.told = true;
-    if (lease.hold.since < 0) lease.hold.since = t0;
-    emit(ev, { type: "resumed", ...lease.hold.event() });
+    const hold = lease.hold;
+    // A hold told of already (a concurrent resume of the same token joined it): its start is not told twice.
+    const again = hold.told;
+    lease.told = hold.told = true;
+    if (hold.since < 0) hold.since = t0;
+    if (!again) {
+      emit(ev, { type: "resumed", ...hold.event() });
+      // Lost while replicas were awaited: its end is told now, once.
+      if (hold.lost) hold.tellLost(ev);
+    }
   }
   return lease;
 }

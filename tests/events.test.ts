@@ -399,6 +399,52 @@ describe("events", () => {
     },
   );
 
+  test("two resumes of one token at once join one hold: its start is told once, and its end once", T, async () => {
+    const c = await srv.client();
+    const got: LeaseEvent[] = [];
+    configure(c, { onEvent: (e) => void got.push(e) });
+    const held = await acquire(a, fresh(), { leaseMs: 10_000 });
+    const [r1, r2] = await Promise.all([resume(c, held.token), resume(c, held.token)]);
+    await release(r1);
+    await release(r2);
+    const told = got.map((x) => (x.type === "released" ? `released:${x.final}` : x.type));
+    assert.deepEqual(told, ["resumed", "released:false", "released:true"]);
+  });
+
+  test("a hold lost while acquire or resume waits for its replicas tells its end once it is told of", T, async () => {
+    const replica = await startRedis(["--replicaof", "127.0.0.1", String(srv.port)]);
+    try {
+      const rc = await replica.client();
+      for (let up = false; !up; await sleep(20)) up = /master_link_status:up/.test(await rc.info("replication"));
+      const c = await srv.client();
+      const got: LeaseEvent[] = [];
+      configure(c, { onEvent: (e) => void got.push(e) });
+      await release(await acquire(c, fresh(), { replicas: 1 }));
+      // The replica answers WAIT only after the fixed lease (150 ms) has run out here: acquire returns a lost lease.
+      replica.pause();
+      setTimeout(() => replica.resume(), 400);
+      const lease = await acquire(c, fresh(), { leaseMs: 150, replicas: 1, replicaTimeoutMs: 5_000 });
+      assert.ok(lease.signal.aborted);
+      await release(lease);
+      const d = await srv.client();
+      const moved: LeaseEvent[] = [];
+      configure(d, { onEvent: (e) => void moved.push(e) });
+      const other = await acquire(a, fresh(), { leaseMs: 10_000 });
+      replica.pause();
+      setTimeout(() => replica.resume(), 400);
+      const taken = await resume(d, other.token, { leaseMs: 150, replicas: 1, replicaTimeoutMs: 5_000 });
+      assert.ok(taken.signal.aborted);
+      await release(taken);
+      await release(other);
+      const told = (list: LeaseEvent[]) => list.map((x) => (x.type === "lost" ? `lost:${x.reason}` : x.type));
+      assert.deepEqual(told(got), ["acquired", "released", "acquired", "lost:expired"]);
+      assert.deepEqual(told(moved), ["resumed", "lost:expired"]);
+    } finally {
+      replica.resume();
+      await replica.stop();
+    }
+  });
+
   test("Redlock: a group's events go to its first client's handler", T, async () => {
     const servers = await Promise.all([startRedis(), startRedis()]);
     try {
