@@ -5,7 +5,7 @@
 // anyway), without holding up the caller beyond its bounds.
 import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, type ClientState, type RedisLike, stateOf } from "./_client.ts";
 import { acquireResolved, giveBack } from "./_acquire.ts";
-import { acquiredEvent, failedEvent } from "./_events.ts";
+import { acquiredEvent, eventKind, failedEvent } from "./_events.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
@@ -36,10 +36,13 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
       : Math.min(until + ACQUIRE_GRACE_MS - performance.now(), ABORT_CLEANUP_MS * 4);
     return Promise.race([p, nap(Math.max(0, left), undefined)]);
   };
-  /** `e`, told to the event handler if any (the one-by-one path's acquires tell their own). */
+  /** `e`, told to the event handler if any (the one-by-one path's acquires tell their own failures). */
   const failed = (e: unknown) => {
     const ev = st.events;
-    if (ev) failedEvent(ev, e instanceof LockTimeoutError ? e.lockName : o.name, "exclusive", e, o.signal, start);
+    if (ev) {
+      const name = e instanceof LockTimeoutError ? e.lockName : o.name;
+      failedEvent(ev, name, eventKind(o.kind, false), e, o.signal, start);
+    }
     return e;
   };
   if (o.kind === "x" && names.length > 1 && st.publish === "PUBLISH" && o.replicas === 0) {
@@ -103,8 +106,8 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
     }
     if (parts.every((p) => p.endedWith === undefined)) return new LeaseGroup(parts);
     await settle(Promise.all(parts.map((p) => giveBackPart(st, p))));
-    o.signal?.throwIfAborted();
-    if (performance.now() >= until) throw new LockTimeoutError(o.name, -1, performance.now() - start);
+    if (o.signal?.aborted) throw failed(o.signal.reason);
+    if (performance.now() >= until) throw failed(new LockTimeoutError(o.name, -1, performance.now() - start));
   }
 }
 

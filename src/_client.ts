@@ -340,7 +340,7 @@ export class ClientState implements Target {
     const args = { kind: hold.kind, owner: hold.owner, fence: hold.fenceText };
     const ev = this.events;
     // With an event handler, a handoff is told as the reply is decoded (no promise more).
-    const over = ev && hold.told ? () => emit(ev, { type: "handed-over", ...hold.event() }) : undefined;
+    const over = ev && hold.told === ev ? () => emit(ev, { type: "handed-over", ...hold.event() }) : undefined;
     return releaseHeld(this, hold.keys, args, bound, over);
   }
 

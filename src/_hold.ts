@@ -119,8 +119,11 @@ export class Hold {
   readonly leader: boolean;
   /** When this process got the hold (clock.now()); -1 when no event handler was there to need it. */
   since: number;
-  /** Whether an event handler was told of a handle on it (see acquiredEvent). */
-  told = false;
+  /**
+   * The event handler told of a handle on it (see acquiredEvent): only it hears of the hold's renewals and end (a
+   * handler registered in its place was not told of the start, and hears nothing of it).
+   */
+  told: LeaseEventHandler | undefined;
 
   /** What every event about this hold says (built only for a handler). */
   event(): HoldEventBase {
@@ -224,7 +227,9 @@ export class Hold {
       // Redis unreachable or erroring: keep trying until the local deadline, then give the lease up.
       const left = this.#deadline - this.clock.now();
       const ev = this.target.events;
-      if (ev && this.told) emit(ev, { type: "renewal-failed", ...this.event(), error: e, leftMs: Math.max(0, left) });
+      if (ev && this.told === ev) {
+        emit(ev, { type: "renewal-failed", ...this.event(), error: e, leftMs: Math.max(0, left) });
+      }
       if (left <= 0) return this.lose(this.#watchdog ? "unreachable" : "expired", e);
       if (this.#timer !== undefined) this.clock.clear(this.#timer);
       this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
@@ -247,7 +252,7 @@ export class Hold {
     if (!held) return this.lose("not-held");
     this.renewed(t0, this.#ms);
     const ev = this.target.events;
-    if (ev && this.told) emit(ev, { type: "renewed", ...this.event(), ttlMs: this.#ms });
+    if (ev && this.told === ev) emit(ev, { type: "renewed", ...this.event(), ttlMs: this.#ms });
   }
 
   ended(): Promise<unknown> | undefined {
@@ -275,7 +280,7 @@ export class Hold {
       });
     }
     const ev = this.target.events;
-    if (ev && this.told) this.tellLost(ev);
+    if (ev && this.told === ev) this.tellLost(ev);
   }
 
   /** Tell `ev` that this hold was lost (by lose(), or once it is told of a hold lost before its start was told). */
@@ -300,8 +305,8 @@ export class LeaseImpl implements Lease {
   #ended: unknown;
   /** Set once release() has started for this handle. */
   releasing: Promise<boolean> | undefined;
-  /** Whether an event handler was told it was acquired (see acquiredEvent). */
-  told = false;
+  /** The event handler told it was acquired (see acquiredEvent). */
+  told: LeaseEventHandler | undefined;
 
   constructor(readonly hold: Hold, readonly name: string, readonly owner: string, readonly fence: number) {}
 
@@ -405,7 +410,7 @@ export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boo
   const ev = hold.target.events;
   const final = hold.handles.length === 0;
   // Told of a handle that was told acquired, and of the end of a hold that was (a lost hold told its end already).
-  if (ev && (final ? hold.told : lease.told) && !hold.lost) {
+  if (ev && (final ? hold.told : lease.told) === ev && !hold.lost) {
     // (One object, not a spread of event(): the release of every lease builds it.)
     emit(ev, {
       type: "released",

@@ -21,8 +21,9 @@ export type LeaseEventHandler = (event: LeaseEvent) => void;
 /**
  * What happened to a lease of this process: one of the events below, told apart by `type`. Every event names the
  * lease and its kind; those about a hold carry its owner and fence too. A hold is told about only once its
- * `acquired` (or `resumed`) event was: a lease acquired before the handler was registered, or undone inside
- * `acquire` (too few replicas acknowledged it, say), tells nothing of its renewals, loss or release.
+ * `acquired` (or `resumed`) event was, and only to the handler told of it: a lease acquired before the handler was
+ * registered (or under the handler it replaced), or undone inside `acquire` (too few replicas acknowledged it, say),
+ * tells it nothing of its renewals, loss or release.
  *
  * | `type` | when |
  * |---|---|

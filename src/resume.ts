@@ -130,8 +130,8 @@ async function resumeResolved(
   if (ev) {
     const hold = lease.hold;
     // A hold told of already (a concurrent resume of the same token joined it): its start is not told twice.
-    const again = hold.told;
-    lease.told = hold.told = true;
+    const again = hold.told === ev;
+    lease.told = hold.told = ev;
     if (hold.since < 0) hold.since = t0;
     if (!again) {
       emit(ev, { type: "resumed", ...hold.event() });

@@ -445,6 +445,21 @@ describe("events", () => {
     }
   });
 
+  test("a handler put in another's place hears nothing of the holds the other was told of", T, async () => {
+    const c = await srv.client();
+    const first: string[] = [], second: string[] = [];
+    configure(c, { onEvent: (e) => void first.push(e.type) });
+    const lease = await acquire(c, fresh());
+    configure(c, { onEvent: (e) => void second.push(e.type) });
+    const again = await acquire(c, lease.name, { owner: lease });
+    await release(lease);
+    await release(again);
+    // The second handler was told of the re-entry as a start (new to it), and hears its end; the first hears no
+    // end it cannot count, the second none it did not see begin.
+    assert.deepEqual(first, ["acquired"]);
+    assert.deepEqual(second, ["acquired", "released"]);
+  });
+
   test("Redlock: a group's events go to its first client's handler", T, async () => {
     const servers = await Promise.all([startRedis(), startRedis()]);
     try {
