@@ -149,21 +149,33 @@ ${body("")}
 `;
 
 // redlease/otel through the project's @opentelemetry/api: a stand-in meter provider (the project has the API, not the
-// SDK) registered as the global one, which otel() looks up; one lease acquired and released. Prints the instruments
-// recorded and the sum of `redlease.lease.held` (0 once released).
+// SDK) registered as the global one, which otel() looks up; one lease acquired and released, then the observable
+// instruments read as a reader would. Prints the instruments recorded and the sum of `redlease.lease.held` (0 once
+// released).
 const otelBody = `
 const [url, label] = process.argv.slice(2);
 const seen = {};
+const callbacks = [];
 const instrument = (name) => {
   const record = (value, attributes) => (seen[name] ??= []).push([value, attributes]);
   return { add: record, record };
 };
-const meter = { createHistogram: instrument, createCounter: instrument, createUpDownCounter: instrument };
+const observable = (name) => ({
+  addCallback: (cb) => callbacks.push(() => cb({ observe: (value, attributes) => (seen[name] ??= []).push([value, attributes]) })),
+});
+const meter = {
+  createHistogram: instrument,
+  createCounter: instrument,
+  createUpDownCounter: instrument,
+  createObservableCounter: observable,
+  createObservableUpDownCounter: observable,
+};
 if (!metrics.setGlobalMeterProvider({ getMeter: () => meter })) throw new Error("a global meter provider already");
 const client = await createClient({ url }).connect();
 configure(client, { onEvent: otel() });
 await release(await acquire(client, "pkg:otel:" + label));
 await client.quit();
+for (const collect of callbacks) collect();
 const held = (seen["redlease.lease.held"] ?? []).reduce((s, [v]) => s + v, 0);
 console.log(JSON.stringify({ label, instruments: Object.keys(seen).sort(), held }));
 `;
