@@ -4,10 +4,10 @@ import { otel } from "../src/otel.ts";
 import type { LeaseEventHandler } from "../src/events.ts";
 
 /**
- * A handler on its own providers: metrics read every 60 s, and (unless `metricsOnly`) every span sampled and
- * batched, then dropped.
+ * The SDK providers of the benchmarks, as an application would run them, exporting nothing: metrics read every 60 s,
+ * every span sampled and batched, then dropped.
  */
-export async function otelHandler(metricsOnly = false): Promise<LeaseEventHandler> {
+export async function benchProviders() {
   const [{ AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader }, trace] =
     await Promise.all([import("@opentelemetry/sdk-metrics"), import("@opentelemetry/sdk-trace-base")]);
   const meterProvider = new MeterProvider({
@@ -23,6 +23,12 @@ export async function otelHandler(metricsOnly = false): Promise<LeaseEventHandle
     shutdown: () => Promise.resolve(),
   };
   const tracerProvider = new trace.BasicTracerProvider({ spanProcessors: [new trace.BatchSpanProcessor(drop)] });
+  return { meterProvider, tracerProvider };
+}
+
+/** A handler on benchProviders(): metrics and (unless `metricsOnly`) spans. */
+export async function otelHandler(metricsOnly = false): Promise<LeaseEventHandler> {
+  const { meterProvider, tracerProvider } = await benchProviders();
   // Metrics only: the API's own tracer provider, which makes no span (no SDK tracer registered).
   return metricsOnly ? otel({ meterProvider }) : otel({ meterProvider, tracerProvider });
 }

@@ -8,13 +8,7 @@
  *   node --import tsx bench/otel_floor.ts [--cycles 200000] [--reps 5]
  */
 import { context, SpanKind } from "@opentelemetry/api";
-import {
-  AggregationTemporality,
-  InMemoryMetricExporter,
-  MeterProvider,
-  PeriodicExportingMetricReader,
-} from "@opentelemetry/sdk-metrics";
-import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { benchProviders } from "./_otel.ts";
 
 const args = process.argv.slice(2);
 const flag = (name: string, def: number) => {
@@ -23,20 +17,8 @@ const flag = (name: string, def: number) => {
 };
 const CYCLES = flag("--cycles", 200_000), REPS = flag("--reps", 5);
 
-// As bench/_otel.ts sets them up: metrics read every 60 s; every span sampled, batched and dropped.
-const meterProvider = new MeterProvider({
-  readers: [
-    new PeriodicExportingMetricReader({
-      exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
-      exportIntervalMillis: 60_000,
-    }),
-  ],
-});
-const drop = {
-  export: (_spans: unknown, done: (r: { code: number }) => void) => done({ code: 0 }),
-  shutdown: () => Promise.resolve(),
-};
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(drop)] });
+// As the benchmark rows set them up (bench/_otel.ts): metrics read every 60 s; every span sampled, batched, dropped.
+const { meterProvider, tracerProvider } = await benchProviders();
 const meter = meterProvider.getMeter("redlease"), tracer = tracerProvider.getTracer("redlease");
 const wait = meter.createHistogram("redlease.lease.wait.duration", { unit: "s" });
 const hold = meter.createHistogram("redlease.lease.hold.duration", { unit: "s" });

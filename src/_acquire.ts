@@ -368,7 +368,7 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
   };
   const waiter = new Waiter(entry);
   const channel = channelOf(a.keys, st.id);
-  if (st.events) a.wait(retryMs);
+  a.wait(retryMs);
   const listening = st.listen(channel, a.id, (m) => waiter.onMessage(m));
   let leave: () => void;
   if (typeof listening === "function") leave = listening;
@@ -434,7 +434,7 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
 
 /** Without pub/sub (e.g. HTTP): retry with jittered exponential backoff, every sleep bounded by the holder's TTL. */
 async function waitPolling(a: Attempt, retryMs: number): Promise<Waited> {
-  if (a.st.events) a.wait(retryMs);
+  a.wait(retryMs);
   for (let backoff = 10;; backoff = Math.min(backoff * 2, 1_000)) {
     const left = a.deadline - performance.now();
     if (left <= 0) throw a.timeout(retryMs);

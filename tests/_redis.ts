@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import type { Driver } from "../src/driver.ts";
 
 export { type Client, freePort, type RedisServer, sleep, startRedis } from "./_servers/redis.ts";
+export { until } from "./_servers/wait.ts";
 
 /** The command line that runs a TypeScript file on the runtime running this test. */
 export function runtimeArgs(file: string): [string, string[]] {

@@ -8,6 +8,7 @@ import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { type Client, type RedisServer, runProcess, startRedis } from "./_redis.ts";
+import type { Contention } from "../scripts/demo/_flash_sale.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -22,16 +23,8 @@ interface SaleResult {
   expiredMidSection: number;
   fencedOut: number;
   errors: number;
-  /** redlease's contention from its event hook (see scripts/demo/_flash_sale.ts Contention). */
-  contention?: Record<"item" | "user", {
-    acquired: number;
-    waited: number;
-    handedOff: number;
-    waitsMs: number[];
-    passedOn: number;
-    lost: number;
-    failed: number;
-  }>;
+  /** redlease's contention from its event hook. */
+  contention?: Record<"item" | "user", Contention>;
 }
 
 interface MarketResult {

@@ -17,7 +17,7 @@ import {
 import { createClient } from "redis";
 import { redlock } from "../src/redlock.ts";
 import { startProxy } from "../chaos/_proxy.ts";
-import { type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, noCommands, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -33,14 +33,6 @@ const only = <K extends LeaseEvent["type"]>(list: readonly LeaseEvent[], type: K
   list.filter((e) => e.type === type) as Array<Extract<LeaseEvent, { type: K }> & { client?: string }>;
 const of = (name: string) => seen.filter((e) => e.name === name);
 const types = (name: string) => of(name).map((e) => `${e.client}:${e.type}`);
-
-async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!ok()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 describe("events", () => {
   before(async () => {
@@ -185,34 +177,9 @@ describe("events", () => {
     await release(moved);
   });
 
-  test("a grant its waiter never claims is passed on: the waiter that passes it on tells it", T, async () => {
-    const name = fresh();
-    const holder = await acquire(a, name);
-    // A waiter that is subscribed (so the handoff counts as delivered) but never claims: a raw queue entry ahead.
-    const ghost = await srv.client();
-    const cid = "ghost0client";
-    await ghost.subscribe(`redlease:{${name}}:w:${cid}`, () => {});
-    await a.zAdd(`redlease:{${name}}:q`, { score: 1, value: `${cid}|ghostattempt|30000|200|x|ghost-owner` });
-    const waiting = acquire(b, name, { waitMs: 10_000, claimMs: 300 });
-    await until("b queued", () => types(name).includes("b:queued"));
-    await release(holder); // handed to the ghost, which never claims it
-    const lease = await waiting;
-    assert.deepEqual(of(name).filter((e) => e.type === "passed-on").map((e) => [e.client, e.kind]), [[
-      "b",
-      "exclusive",
-    ]]);
-    const acq = of(name).find((e) => e.type === "acquired" && e.client === "b") as Extract<
-      LeaseEvent,
-      { type: "acquired" }
-    >;
-    assert.equal(acq.handedOff, false, "taken by its own call, after passing the ghost's grant on");
-    await release(lease);
-    await ghost.unsubscribe();
-  });
-
   /**
    * A waiter that is subscribed (so a handoff to it counts as delivered) but never claims: a raw queue entry of
-   * `kind` ahead of everyone (score 1), with a 200 ms claim window, as in the test above. Returns its client.
+   * `kind` ahead of everyone (score 1), with a 200 ms claim window. Returns its client.
    */
   async function ghostWaiter(name: string, kind: string, id: string): Promise<Client> {
     const ghost = await srv.client();
@@ -224,6 +191,20 @@ describe("events", () => {
   const passedOn = (name: string) => of(name).filter((e) => e.type === "passed-on").map((e) => [e.client, e.kind]);
   const acquiredBy = (name: string, client: string) =>
     of(name).find((e) => e.type === "acquired" && e.client === client) as Extract<LeaseEvent, { type: "acquired" }>;
+
+  test("a grant its waiter never claims is passed on: the waiter that passes it on tells it", T, async () => {
+    const name = fresh();
+    const holder = await acquire(a, name);
+    const ghost = await ghostWaiter(name, "x", "0");
+    const waiting = acquire(b, name, { waitMs: 10_000, claimMs: 300 });
+    await until("b queued", () => types(name).includes("b:queued"));
+    await release(holder); // handed to the ghost, which never claims it
+    const lease = await waiting;
+    assert.deepEqual(passedOn(name), [["b", "exclusive"]]);
+    assert.equal(acquiredBy(name, "b").handedOff, false, "taken by its own call, after passing the ghost's grant on");
+    await release(lease);
+    await ghost.unsubscribe();
+  });
 
   test("permits: a permit its waiter never claims is passed on by the waiter behind, which tells it", T, async () => {
     const name = fresh();

@@ -42,7 +42,7 @@ import {
 import { otel, type OtelOptions } from "../src/otel.ts";
 import { createClient } from "redis";
 import { startProxy } from "../chaos/_proxy.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -161,14 +161,6 @@ async function inCaller<T>(s: Setup, fn: (span: Span) => Promise<T>): Promise<T>
       span.end();
     }
   });
-}
-
-async function until(what: string, ok: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const end = performance.now() + timeoutMs;
-  while (!ok()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
 }
 
 describe("redlease/otel", () => {

@@ -41,6 +41,11 @@ export async function waitUntil(
   }
 }
 
+/** Check the synchronous `ok` every 10 ms until it holds; throw after `timeoutMs`, naming `what`. */
+export function until(what: string, ok: () => boolean, timeoutMs = 10_000): Promise<void> {
+  return waitUntil(what, timeoutMs, () => Promise.resolve(ok() || "not yet"), 10);
+}
+
 /**
  * What a topology starter owns: its temp dir, its servers and the clients it made. `stop()` closes the clients, then
  * stops the servers and removes the dir, once however often it is called.
