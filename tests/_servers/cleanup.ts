@@ -2,7 +2,7 @@
 // processes still running, the temp dirs not yet removed and the loopback ports handed out. A process 'exit' hook
 // SIGKILLs the processes still running (each by its own pid) and removes the dirs, so a crashed test or an
 // interrupted benchmark leaves no orphan behind. Nothing here ever hands out (or signals anything on) port 6379.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -78,15 +78,41 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** A free loopback port, never 6379, not handed out by this module to a server not yet released. */
+/**
+ * Where every test process on this machine notes the ports it handed out (an empty file per port, its mtime the time):
+ * a port noted less than PORT_QUIET_MS ago is not handed out again, by this process or another. A sentinel remembers
+ * the address of every instance it has seen (a killed master too) and keeps reconnecting to it; a server of another
+ * setup started on that port would be reconfigured by it. The `ports` set covers this module only (Deno runs each
+ * test file in an isolate of its own), these notes every module and process.
+ */
+const PORT_NOTES = join(tmpdir(), "redlease-test-ports");
+const PORT_QUIET_MS = 15 * 60_000;
+
+/** Note `port` as handed out now; false if it was handed out (by anyone) within PORT_QUIET_MS. */
+function notePort(port: number): boolean {
+  const file = join(PORT_NOTES, String(port));
+  try {
+    if (Date.now() - statSync(file).mtimeMs < PORT_QUIET_MS) return false;
+  } catch { /* not noted yet */ }
+  try {
+    mkdirSync(PORT_NOTES, { recursive: true });
+    writeFileSync(file, "");
+  } catch { /* best effort: the OS's pick and the `ports` set still apply */ }
+  return true;
+}
+
+/**
+ * A free loopback port, never 6379, not handed out by this module to a server not yet released, nor by any test
+ * process on this machine in the last PORT_QUIET_MS.
+ */
 export async function reservePort(): Promise<number> {
   for (let i = 0;; i++) {
     const p = await freePort();
-    if (p !== 6379 && !ports.has(p)) {
+    if (p !== 6379 && !ports.has(p) && notePort(p)) {
       ports.add(p);
       return p;
     }
-    if (i > 50) throw new Error("could not find a free port");
+    if (i > 200) throw new Error("could not find a free port");
   }
 }
 

@@ -32,8 +32,13 @@ export interface ProcInfo {
 export interface SentinelStartOptions {
   replicas?: number;
   sentinels?: number;
+  /** Sentinel down-after-milliseconds (default 1000; 2000 with two replicas or more: see startSentinel). */
   downAfterMs?: number;
   failoverTimeoutMs?: number;
+  /**
+   * The name the sentinels monitor the master under (default `m-<random>`: unique per setup, so that sentinels of
+   * another setup, in this process or another, never take this one's hello messages or config as their own).
+   */
   masterName?: string;
   /** Sentinel quorum (default min(2, sentinels)). */
   quorum?: number;
@@ -64,6 +69,13 @@ export interface StartedSentinel {
   ioredisClient(options?: IORedisOptions): Promise<IORedis>;
   /** Send one raw command to a data node or sentinel. */
   command(port: number, ...args: Arg[]): Promise<Reply>;
+  /**
+   * What every process of the setup says now, for a failure message: ROLE, INFO replication (data nodes), SENTINEL
+   * MASTER/REPLICAS and MYID (sentinels), CLIENT LIST (count and each client's name, address and last command: a
+   * sentinel connection names its sentinel), and the tail of its log (every sentinel event: +sdown, +switch-master,
+   * +fix-slave-config, +convert-to-slave ...; a replica's sync, PSYNC and lost links), each line timestamped.
+   */
+  diagnose(): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -95,9 +107,16 @@ function dataNodeArgs(replicaOf?: number) {
 export async function startSentinel(opts: SentinelStartOptions = {}): Promise<StartedSentinel> {
   const nReplicas = opts.replicas ?? 1;
   const nSentinels = opts.sentinels ?? 3;
-  const downAfterMs = opts.downAfterMs ?? 1000;
+  // With two replicas or more, 1000 ms leaves Sentinel (7.0) a race that fails over a second time: on +switch-master a
+  // sentinel resets the master's link (its pending-ping clock starts then, and it may fail over again at once), but it
+  // reconnects at most once a second, so the first PONG from the new master can come more than 1000 ms later: +sdown,
+  // and +odown at once from the other sentinels' "down" replies about the old master (kept 5 s), then a failover to
+  // the other replica. Seen in the all-kinds failover test (Deno): "+switch-master ... 44175 ... 39959" at 19.469, then
+  // "+sdown master ... 39959" and "+odown ... #quorum 3/2" at 20.473, and 41019 promoted. 2000 ms leaves the
+  // reconnect a second. With one replica there is nobody to promote a second time, and 1000 ms keeps failovers short.
+  const downAfterMs = opts.downAfterMs ?? (nReplicas >= 2 ? 2000 : 1000);
   const failoverTimeoutMs = opts.failoverTimeoutMs ?? 5000;
-  const masterName = opts.masterName ?? "mymaster";
+  const masterName = opts.masterName ?? `m-${crypto.randomUUID().slice(0, 8)}`;
   const quorum = opts.quorum ?? Math.min(2, nSentinels);
   const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
   if (nSentinels < 1 || nReplicas < 0) throw new Error("startSentinel: need sentinels >= 1, replicas >= 0");
@@ -144,6 +163,10 @@ export async function startSentinel(opts: SentinelStartOptions = {}): Promise<St
               `sentinel down-after-milliseconds ${masterName} ${downAfterMs}`,
               `sentinel failover-timeout ${masterName} ${failoverTimeoutMs}`,
               `sentinel parallel-syncs ${masterName} 1`,
+              // Every event (+sdown, +failover-*, +switch-master, +fix-slave-config ...) on stdout, kept by the harness
+              // for diagnose().
+              'logfile ""',
+              "loglevel notice",
               "",
             ].join("\n"),
           );
@@ -260,6 +283,10 @@ export async function startSentinel(opts: SentinelStartOptions = {}): Promise<St
         return c;
       },
       command: (port, ...a) => command(port, a),
+      diagnose: async () => {
+        const now = await currentMaster().then((m) => `${m.port}`, (e: Error) => `? (${e.message})`);
+        return `${await diagnose(procs, masterName, dir)}\n=== the sentinels name the master at ${now} ===`;
+      },
       stop: stopAll,
     };
     return api;
@@ -268,4 +295,52 @@ export async function startSentinel(opts: SentinelStartOptions = {}): Promise<St
     await stopAll();
     throw new Error(`startSentinel failed: ${(e as Error).message}\n${logs}`);
   }
+}
+
+async function diagnose(procs: readonly RedisServer[], masterName: string, dir: string): Promise<string> {
+  const out = [`=== sentinel setup '${masterName}' (${dir}) at ${new Date().toISOString()} ===`];
+  const show = (r: Reply): string =>
+    Array.isArray(r) ? `[${r.map(show).join(", ")}]` : r instanceof Error ? `(error) ${r.message}` : String(r);
+  const ask = async (port: number, args: Arg[]): Promise<Reply | Error> => {
+    try {
+      return await command(port, args, { timeoutMs: 1500 });
+    } catch (e) {
+      return e as Error;
+    }
+  };
+  await Promise.all(procs.map(async (p) => {
+    const lines = [`--- ${p.kind} 127.0.0.1:${p.port} (pid ${p.pid}${p.exited ? ", exited" : ""}) ---`];
+    if (!p.exited) {
+      lines.push(`ROLE: ${show(await ask(p.port, ["ROLE"]))}`);
+      if (p.kind === "sentinel") {
+        lines.push(`SENTINEL MYID: ${show(await ask(p.port, ["SENTINEL", "MYID"]))}`);
+        const m = await ask(p.port, ["SENTINEL", "MASTER", masterName]);
+        lines.push(`SENTINEL MASTER: ${m instanceof Error ? m.message : JSON.stringify(pairs(m))}`);
+        const rs = await ask(p.port, ["SENTINEL", "REPLICAS", masterName]);
+        const brief = (r: Record<string, string>) =>
+          `${r.name} flags=${r.flags} master=${r["master-host"]}:${r["master-port"]} link=${r["master-link-status"]}`;
+        lines.push(
+          `SENTINEL REPLICAS: ${rs instanceof Error ? rs.message : (rs as Reply[]).map(pairs).map(brief).join("; ")}`,
+        );
+      } else {
+        const r = await ask(p.port, ["INFO", "replication"]);
+        lines.push(`INFO replication: ${r instanceof Error ? r.message : String(r).trim().split(/\r?\n/).join(" | ")}`);
+      }
+      const cl = await ask(p.port, ["CLIENT", "LIST"]);
+      if (cl instanceof Error) lines.push(`CLIENT LIST: ${cl.message}`);
+      else {
+        const clients = String(cl).trim().split("\n").filter(Boolean);
+        lines.push(`CLIENT LIST: ${clients.length} clients`);
+        for (const c of clients) {
+          const f = Object.fromEntries(
+            c.split(" ").map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+          );
+          lines.push(`  ${f.addr} name=${f.name || "-"} age=${f.age} flags=${f.flags} cmd=${f.cmd}`);
+        }
+      }
+    }
+    lines.push("log (tail):", p.log().slice(-8000).trimEnd());
+    return lines.join("\n");
+  })).then((sections) => out.push(...sections));
+  return out.join("\n");
 }
