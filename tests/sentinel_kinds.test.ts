@@ -1,7 +1,6 @@
 // Every kind of lease through a Sentinel failover (shared holds, permits, several names, a leadership with its
 // observer and waiters). On a failure it prints what every server and sentinel of the setup says (s.diagnose(): roles,
-// replication, clients, logs with every sentinel event) and the timeline of the clients' lease events. Node only until
-// it is re-enabled elsewhere: its Deno failures were Sentinel failing over a second time (see tests/_servers/sentinel.ts).
+// replication, clients, logs with every sentinel event) and the timeline of the clients' lease events.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import {
