@@ -2,7 +2,7 @@
 // processes still running, the temp dirs not yet removed and the loopback ports handed out. A process 'exit' hook
 // SIGKILLs the processes still running (each by its own pid) and removes the dirs, so a crashed test or an
 // interrupted benchmark leaves no orphan behind. Nothing here ever hands out (or signals anything on) port 6379.
-import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -88,8 +88,25 @@ export function freePort(): Promise<number> {
 const PORT_NOTES = join(tmpdir(), "redlease-test-ports");
 const PORT_QUIET_MS = 15 * 60_000;
 
+let pruned = false;
+
+/** Remove the notes older than PORT_QUIET_MS (once per module instance), so that they do not pile up in $TMPDIR. */
+function pruneNotes(): void {
+  pruned = true;
+  try {
+    const now = Date.now();
+    for (const f of readdirSync(PORT_NOTES)) {
+      const file = join(PORT_NOTES, f);
+      try {
+        if (now - statSync(file).mtimeMs >= PORT_QUIET_MS) rmSync(file, { force: true });
+      } catch { /* noted or removed by another process meanwhile */ }
+    }
+  } catch { /* no notes yet */ }
+}
+
 /** Note `port` as handed out now; false if it was handed out (by anyone) within PORT_QUIET_MS. */
 function notePort(port: number): boolean {
+  if (!pruned) pruneNotes();
   const file = join(PORT_NOTES, String(port));
   try {
     if (Date.now() - statSync(file).mtimeMs < PORT_QUIET_MS) return false;
