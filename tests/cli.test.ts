@@ -33,8 +33,9 @@ const CHILD = join(here, "fixtures", "cli_child.ts");
 
 /**
  * How this runtime runs `file`. On Node, the CLI and the fixture run as esbuild bundles of their source (made once, in
- * before()), as the published bin (dist/cli.js, a bundle) runs there: each of the ~100 processes the file starts
- * would otherwise pay the tsx loader's start (about 0.2 s each, 15 s of the file). Bun and Deno run the source.
+ * before()), with `redis` left to the repo's node_modules as under tsx: each of the ~100 processes the file starts
+ * would otherwise pay the tsx loader's start (about 0.2 s each, 15 s of the file). Bun and Deno run the source. (The
+ * published bin, which bundles node-redis's client, is tested by tests/package.node.test.ts.)
  */
 const bundled = new Map<string, string>();
 function runtimeArgsOf(file: string): [string, string[]] {
@@ -44,10 +45,14 @@ function runtimeArgsOf(file: string): [string, string[]] {
 
 /**
  * Bundle the CLI and the fixture for Node, into node_modules/ (one level below the root: the CLI reads
- * ../package.json from its own URL, and `redis`, kept external as in dist/cli.js, resolves from there).
+ * ../package.json from its own URL for --version, and the external `redis` resolves from there). Removed in after(),
+ * or at exit if the run is cut short.
  */
 async function bundleForNode(): Promise<void> {
   if (runtimeName() !== "node") return;
+  process.on("exit", () => {
+    for (const b of bundled.values()) rmSync(b, { force: true });
+  });
   const { build } = await import("esbuild");
   for (const [file, out] of [[CLI, "redlease"], [CHILD, "cli_child"]]) {
     const outfile = join(root, "node_modules", `.redlease-test-${out}-${process.pid}.mjs`);
