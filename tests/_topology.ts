@@ -9,7 +9,7 @@
 export { crc16, slotOf } from "../src/adapters/_slot.ts";
 export { freePort, pause, resume } from "./_servers/redis.ts";
 export { command, parseInfo, type Reply, RespError } from "./_servers/resp.ts";
-export { sleep } from "./_servers/wait.ts";
+export { pollFor, sleep } from "./_servers/wait.ts";
 export {
   type ClusterClient,
   type ClusterNode,

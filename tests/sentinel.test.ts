@@ -1,19 +1,9 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { acquire, inspect, LeaseLostError, release, ReplicationError } from "../mod.ts";
-import { pause, resume, sleep, type StartedSentinel, startSentinel } from "./_topology.ts";
+import { pause, pollFor as until, resume, sleep, type StartedSentinel, startSentinel } from "./_topology.ts";
 import { holdsOf } from "./_redis.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const end = performance.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 describe("primary + replica + 3 sentinels", () => {
   const setups: StartedSentinel[] = [];

@@ -15,26 +15,7 @@ import {
   proclaim,
   release,
 } from "../mod.ts";
-import { sleep, type StartedSentinel, startSentinel } from "./_topology.ts";
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const end = performance.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-function parseInfo(text: string): Record<string, string> {
-  return Object.fromEntries(
-    text.split(/\r?\n/).filter((l) => l.includes(":")).map((l) => {
-      const i = l.indexOf(":");
-      return [l.slice(0, i), l.slice(i + 1)];
-    }),
-  );
-}
+import { parseInfo, pollFor as until, type StartedSentinel, startSentinel } from "./_topology.ts";
 
 describe("primary + 2 replicas + 3 sentinels: every kind of lease", () => {
   const setups: StartedSentinel[] = [];

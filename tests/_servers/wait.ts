@@ -41,6 +41,20 @@ export async function waitUntil(
   }
 }
 
+/**
+ * Run `fn` every 50 ms until it returns something other than undefined (a rejection counts as undefined), and return
+ * that; throw "timed out waiting for `what`" after `timeoutMs`.
+ */
+export async function pollFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const end = performance.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
 /** Check the synchronous `ok` every 10 ms until it holds; throw after `timeoutMs`, naming `what`. */
 export function until(what: string, ok: () => boolean, timeoutMs = 10_000): Promise<void> {
   return waitUntil(what, timeoutMs, () => Promise.resolve(ok() || "not yet"), 10);
