@@ -20,7 +20,7 @@ import { Session } from "node:inspector/promises";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { build } from "esbuild";
+import { bundleRedlease } from "./_bundle.ts";
 import type { Driver } from "../src/driver.ts";
 import { otelHandler } from "./_otel.ts";
 
@@ -59,15 +59,7 @@ const libs = await Promise.all(trees.map(async (name, i) => {
   const hook = /\+(events|otel|metrics)$/.exec(name)?.[1];
   const tree = hook ? name.slice(0, -hook.length - 1) : name;
   const outfile = join(TMP, `client-cost-${i}.mjs`);
-  await build({
-    entryPoints: [join(resolve(tree), "mod.ts")],
-    bundle: true,
-    format: "esm",
-    platform: "node",
-    target: "node20",
-    outfile,
-    logLevel: "silent",
-  });
+  await bundleRedlease(resolve(tree), outfile);
   const lib = await import(pathToFileURL(outfile).href) as Lib, d = driver();
   if (hook === "events") {
     const counts: Record<string, number> = {};

@@ -39,6 +39,7 @@ import {
 import { killAllChildren, runOnce, Worker } from "./_proc.ts";
 import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./_report.ts";
 import { type RedisServer as Server, sleep, startRedis } from "../tests/_servers/redis.ts";
+import { bundleRedlease } from "./_bundle.ts";
 import { clockSkewMs, parseCommandStats, parseCpuMicros, pct, perOp, r2, r3, sortedF64 } from "./_stats.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -501,19 +502,9 @@ async function sizes(redleaseEntry: string): Promise<Size[]> {
 
 async function bundleForWorkers(out: string): Promise<{ file: string; bytes: number }> {
   // One snapshot of the working tree's mod.ts for the whole run (others may be editing src/ meanwhile).
-  const { build } = await import("esbuild");
   mkdirSync(TMP, { recursive: true });
   const file = join(TMP, `redlease-${out}.mjs`);
-  await build({
-    entryPoints: [join(root, "mod.ts")],
-    bundle: true,
-    format: "esm",
-    platform: "node",
-    target: "node20",
-    external: ["redis", "ioredis"],
-    outfile: file,
-    logLevel: "silent",
-  });
+  await bundleRedlease(root, file);
   return { file, bytes: readFileSync(file).length };
 }
 

@@ -18,7 +18,7 @@
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { build } from "esbuild";
+import { bundleRedlease } from "./_bundle.ts";
 import { createClient } from "redis";
 import { type Adapter, type LibId, load, type Loaded } from "./_libs.ts";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
@@ -34,16 +34,7 @@ mkdirSync(TMP, { recursive: true });
 /** An esbuild bundle of `tree`'s mod.ts (redis and ioredis external), as a file URL. */
 async function bundleOf(tree: string, i: number): Promise<string> {
   const outfile = join(TMP, `redlease-sequential-${i}.mjs`);
-  await build({
-    entryPoints: [join(tree, "mod.ts")],
-    bundle: true,
-    format: "esm",
-    platform: "node",
-    target: "node20",
-    external: ["redis", "ioredis"],
-    outfile,
-    logLevel: "silent",
-  });
+  await bundleRedlease(tree, outfile);
   return pathToFileURL(outfile).href;
 }
 
