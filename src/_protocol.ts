@@ -28,6 +28,7 @@ export type Kind = "x" | "s" | `p${number}`;
 export const FENCE_RETAIN_MS = 10_000;
 /** An idle wait queue expires after this long; every waiter refreshes it whenever it checks. */
 export const QUEUE_TTL_MS = 30_000;
+const QUEUE_TTL_TEXT = String(QUEUE_TTL_MS), FENCE_RETAIN_TEXT = String(FENCE_RETAIN_MS);
 
 /** The keys of one lease; all share the lease name as their hash tag (one cluster slot). */
 export interface LeaseKeys {
@@ -38,6 +39,8 @@ export interface LeaseKeys {
   /** The holder set of shared holds and permits (owner -> expiry), and their records (owner -> fence, holds). */
   readonly holders: string;
   readonly holderRecords: string;
+  /** The four keys in the order the lease scripts take them (built once: every call of the lease sends them). */
+  readonly all: readonly string[];
 }
 
 /**
@@ -51,7 +54,8 @@ export function keysOf(prefix: string, name: string): LeaseKeys {
 }
 
 function keysOfHash(hash: string): LeaseKeys {
-  return { hash, queue: `${hash}:q`, holders: `${hash}:s`, holderRecords: `${hash}:d` };
+  const queue = `${hash}:q`, holders = `${hash}:s`, holderRecords = `${hash}:d`;
+  return { hash, queue, holders, holderRecords, all: [hash, queue, holders, holderRecords] };
 }
 
 /** The key under which a target keeps this process's hold of `owner` on the lease at `keys` in `kind`. */
@@ -219,11 +223,10 @@ export interface AcquireArgs {
 
 /** Take, re-enter or claim the lease, or learn when to try again (and queue, for a waiter). */
 export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
-  const args = [a.owner, String(a.ms), a.attempt, a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish];
-  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
-  if (a.kind === "x") return st.run(ACQUIRE, k, args, bound, acquired);
+  const args = [a.owner, String(a.ms), a.attempt, a.entry ? entryText(a.entry) : "", QUEUE_TTL_TEXT, st.publish];
+  if (a.kind === "x") return st.run(ACQUIRE, keys.all, args, bound, acquired);
   args.push(a.kind);
-  return st.run(ACQUIRE_SET, k, args, bound, acquired);
+  return st.run(ACQUIRE_SET, keys.all, args, bound, acquired);
 }
 
 /**
@@ -250,10 +253,34 @@ function refused(r: string): never {
   throw new LeaseKindError("", r === "!upgrade" ? "upgrade" : "mismatch", found);
 }
 
+/**
+ * A fence's decimal digits as a number, digit by digit: a fence has at most 16 (exact in a double), and a string of
+ * them costs the general string-to-number conversion (a call into the runtime) several times more. NaN for anything
+ * that is not 1 to 16 digits.
+ */
+export function fenceOf(text: string): number {
+  const n = text.length;
+  if (n === 0 || n > 16) return NaN;
+  let v = 0;
+  for (let i = 0; i < n; i++) {
+    const d = text.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return NaN;
+    v = v * 10 + d;
+  }
+  return v;
+}
+
 function acquired(r: unknown): Acquired {
-  if (typeof r === "string" && r.charCodeAt(0) === 33 /* ! */) refused(r);
-  // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path),
-  // and a client may return integers as strings too (ioredis stringNumbers): the sign tells them apart.
+  if (typeof r === "string") {
+    const c = r.charCodeAt(0);
+    if (c === 33 /* ! */) refused(r);
+    // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path).
+    if (c > 48 && c <= 57) {
+      const fence = fenceOf(r);
+      if (fence > 0) return { fence, fenceText: r };
+    }
+  }
+  // A client may return integers as strings too (ioredis stringNumbers): the sign tells them apart.
   if (typeof r === "string" || typeof r === "number") {
     const n = Number(r);
     return n > 0 ? { fence: n, fenceText: typeof r === "string" ? r : undefined } : { retryMs: -1 - n };
@@ -282,7 +309,7 @@ export interface ReleaseArgs {
 function releaseArgs(st: ClientState, a: ReleaseArgs): string[] {
   return [
     a.owner,
-    String(FENCE_RETAIN_MS),
+    FENCE_RETAIN_TEXT,
     st.publish,
     a.fence === undefined ? "" : String(a.fence),
     a.attempt ?? "",
@@ -292,9 +319,10 @@ function releaseArgs(st: ClientState, a: ReleaseArgs): string[] {
 
 /** Release one hold (or undo one attempt); the last hold hands the lease to the first live waiter. */
 export async function releaseCall(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<Released> {
-  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
-  return RELEASED[Number(await st.run(a.kind === "x" ? RELEASE : RELEASE_SET, k, releaseArgs(st, a), bound))];
+  return RELEASED[Number(await st.run(a.kind === "x" ? RELEASE : RELEASE_SET, keys.all, releaseArgs(st, a), bound))];
 }
+
+const wasHeld = (r: unknown): boolean => Number(r) !== 0;
 
 /** releaseCall(), answering whether a hold was released (anything but "not-held"), in one step (the hot path). */
 export function releaseHeld(
@@ -304,7 +332,6 @@ export function releaseHeld(
   bound?: Bound,
   handedOver?: () => void,
 ): Promise<boolean> {
-  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
   // `handedOver` (an event handler's) is called in the same step when the release handed the lease to waiters.
   const decode = handedOver
     ? (r: unknown) => {
@@ -312,8 +339,8 @@ export function releaseHeld(
       if (n === 3) handedOver();
       return n !== 0;
     }
-    : (r: unknown) => Number(r) !== 0;
-  return st.run(a.kind === "x" ? RELEASE : RELEASE_SET, k, releaseArgs(st, a), bound, decode);
+    : wasHeld;
+  return st.run(a.kind === "x" ? RELEASE : RELEASE_SET, keys.all, releaseArgs(st, a), bound, decode);
 }
 
 export interface ExtendArgs {
@@ -354,8 +381,7 @@ export async function forceUnlockCall(
   keys: LeaseKeys,
   bound?: Bound,
 ): Promise<"not-held" | "freed" | "handed-over"> {
-  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
-  const r = await st.run(FORCE_UNLOCK, k, [String(FENCE_RETAIN_MS), st.publish], bound);
+  const r = await st.run(FORCE_UNLOCK, keys.all, [String(FENCE_RETAIN_MS), st.publish], bound);
   return r === 0 ? "not-held" : r === 1 ? "freed" : "handed-over";
 }
 
@@ -380,8 +406,7 @@ export interface Snapshot {
 }
 
 export async function inspectCall(st: ClientState, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
-  const k = [keys.hash, keys.queue, keys.holders, keys.holderRecords];
-  const r = await st.run(INSPECT, k, [], bound) as Array<string | number>;
+  const r = await st.run(INSPECT, keys.all, [], bound) as Array<string | number>;
   const holders: SnapshotHolder[] = [];
   for (let i = 4; i + 3 < r.length; i += 4) {
     holders.push({

@@ -2,6 +2,7 @@ import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { forceUnlockCall, keysOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
 import type { CallOptions, KeyOptions } from "./lease.ts";
+import { now } from "./_timers.ts";
 
 /** How long forceUnlock() and inspect() wait for Redis by default, ms. */
 export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
@@ -34,6 +35,6 @@ export async function forceUnlock(
   checkName(op, name);
   const prefix = checkPrefix(op, options);
   const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
-  const until = performance.now() + timeoutMs;
+  const until = now() + timeoutMs;
   return await forceUnlockCall(stateOf(client), keysOf(prefix, name), { until, name }) !== "not-held";
 }

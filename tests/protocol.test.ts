@@ -7,6 +7,7 @@ import {
   acquireCall,
   attemptId,
   extendCall,
+  fenceOf,
   keysOf,
   parseMessage,
   type QueueEntry,
@@ -46,6 +47,19 @@ describe("the lease protocol", () => {
     ms: 30_000,
     claimMs,
     owner,
+  });
+
+  test("a fence's digits are read exactly (1 to 16 of them), and anything else is NaN", () => {
+    for (const text of ["1", "9", "10", "1764000000123456", "9999999999999999", "1000000000000000"]) {
+      assert.equal(fenceOf(text), Number(text), text);
+    }
+    for (let i = 0; i < 1_000; i++) {
+      const text = String(1 + Math.floor(Math.random() * 9)) + String(Math.random()).slice(2, 17).padEnd(15, "7");
+      assert.equal(fenceOf(text), Number(text), text);
+    }
+    for (const text of ["", "-1", "1.5", "12a", " 12", "1e3", "12345678901234567"]) {
+      assert.ok(Number.isNaN(fenceOf(text)), JSON.stringify(text));
+    }
   });
 
   test("a retry of the same attempt returns its grant without a second hold", async () => {
