@@ -181,8 +181,8 @@ try {
       owner(i),
       "del",
     ], (r) => num(r) === 2);
-    // ARGV as src/_protocol.ts builds them: acquire (owner, ms, attempt id, queue entry, queue ttl, publish command);
-    // release (owner, fence retention ms, publish command, fence of the hold, attempt id to undo, queue entry).
+    // ARGV as src/_protocol.ts builds them on one server: acquire (owner, ms, attempt id; a waiter adds its queue
+    // entry, the queue ttl and the publish command); release (owner, fence retention ms, fence of the hold).
     const fa = await measure("acquire.lua: free (uncontended acquire)", (i) => [
       "EVALSHA",
       ACQUIRE.sha,
@@ -191,9 +191,6 @@ try {
       owner(i),
       "30000",
       aid(i),
-      "",
-      "30000",
-      "PUBLISH",
     ], (r) => num(r) > 0);
     await measure("release.lua: last hold, no waiter (uncontended release)", (i) => [
       "EVALSHA",
@@ -202,10 +199,7 @@ try {
       ...KR(`a${run}:`, i),
       owner(i),
       "10000",
-      "PUBLISH",
       String(fa[i]),
-      "",
-      "",
     ], (r) => num(r) === 2);
     // Contended: hold b<i> by owner(i), then a waiter queues, then the holder releases and hands over.
     const fb = await all((i) => [
@@ -216,9 +210,6 @@ try {
       owner(i),
       "30000",
       aid(i),
-      "",
-      "30000",
-      "PUBLISH",
     ]);
     await measure("acquire.lua: held by another, queue the waiter", (i) => [
       "EVALSHA",
@@ -239,10 +230,7 @@ try {
       ...KR(`b${run}:`, i),
       owner(i),
       "10000",
-      "PUBLISH",
       String(fb[i]),
-      "",
-      "",
     ], (r) => num(r) === 3);
     // B3's usual case: the lease was handed over and its new holder has not claimed it (it releases first), when
     // the previous holder queues again.
@@ -255,9 +243,6 @@ try {
       owner(i),
       "30000",
       aid(i),
-      "",
-      "30000",
-      "PUBLISH",
     ]);
     await all((i) => [
       "EVALSHA",
@@ -273,7 +258,7 @@ try {
     ]);
     await all((
       i,
-    ) => ["EVALSHA", RELEASE.sha, "4", ...KR(`c${run}:`, i), owner(i), "10000", "PUBLISH", String(fc[i]), "", ""]);
+    ) => ["EVALSHA", RELEASE.sha, "4", ...KR(`c${run}:`, i), owner(i), "10000", String(fc[i])]);
     await measure("acquire.lua: handed over, not yet claimed, queue another waiter", (i) => [
       "EVALSHA",
       ACQUIRE.sha,

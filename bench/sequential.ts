@@ -9,7 +9,7 @@
  *   node --import tsx bench/sequential.ts redlease=/tmp/base,redlease,raw      (another checkout's redlease beside)
  *
  * Library ids are those of bench/_libs.ts, and `wire`: redlease's acquire and release scripts sent by node-redis
- * itself with the arguments redlease sends on an uncontended cycle (4 keys, 6 arguments each, fresh owner and attempt
+ * itself with the arguments redlease sends on an uncontended cycle (4 keys and 3 arguments each, fresh owner and attempt
  * ids), and no other client work: the floor of redlease's protocol, which tells its Lua and wire format apart from
  * its JavaScript. `<id>=<tree>` runs a redlease variant from another checkout of redlease (e.g. `git worktree add
  * /tmp/base <ref>`). redlease runs as an esbuild bundle of the tree's mod.ts, as bench/run.ts runs it.
@@ -58,9 +58,6 @@ const wire: Loaded = {
           owner,
           "30000",
           attempt,
-          "",
-          "30000",
-          "PUBLISH",
         ]);
         return { h, owner, fence: String(fence) };
       },
@@ -68,7 +65,7 @@ const wire: Loaded = {
         const { h, owner, fence } = x as { h: string; owner: string; fence: string };
         if (
           Number(
-            await c.sendCommand(["EVALSHA", RELEASE.sha, ...keys(h), owner, "10000", "PUBLISH", fence, "", ""]),
+            await c.sendCommand(["EVALSHA", RELEASE.sha, ...keys(h), owner, "10000", fence]),
           ) !== 2
         ) {
           throw new Error("wire: release did not free the lease");

@@ -8,9 +8,11 @@
 -- ARGV[1]  owner
 -- ARGV[2]  lease ms (the TTL to set)
 -- ARGV[3]  attempt id (unique per acquire call)
--- ARGV[4]  queue entry for this waiter, or "" when the caller does not wait
--- ARGV[5]  queue TTL ms (how long an idle queue may live)
--- ARGV[6]  publish command: PUBLISH or SPUBLISH
+-- ARGV[4]  queue entry for this waiter; "" or omitted when the caller does not wait
+-- ARGV[5]  queue TTL ms (how long an idle queue may live), with an entry
+-- ARGV[6]  publish command: SPUBLISH, or PUBLISH (the default when omitted)
+--          (An uncontended call on one server sends the first three only: every argument costs the client and
+--          Redis on every call.)
 -- Returns  fence (> 0) when the caller holds the lease now: fresh (as a string of digits), re-entered, or
 --          handed to this attempt (which this call claims);
 --          otherwise -1 - the ms after which to try again (the holder's PTTL, or what is left of an unclaimed
@@ -20,7 +22,7 @@
 --          the lease is held as n permits. When this call passed on a grant its waiter never claimed, a number reply
 --          comes as { that number, 0, 0, 1 } and a table reply with a 4th element 1.
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local owner, ms, aid, entry, pub = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6]
+local owner, ms, aid, entry, pub = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', ARGV[6] or 'PUBLISH'
 -- The uncontended path comes first and stays cheap (no number conversions, no closures): with no record and
 -- nobody queued, SET ... NX GET takes the key in one call; otherwise it returns the record that is there. The
 -- fresh fence is the server time in µs, written as TIME's seconds and zero-padded microseconds.

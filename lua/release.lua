@@ -7,24 +7,25 @@
 --          stay (the lease is then shared: waiters that can join them are admitted)
 -- ARGV[1]  owner
 -- ARGV[2]  how long the grant record outlives the final release, ms
--- ARGV[3]  publish command: PUBLISH (single node) or SPUBLISH (cluster)
--- ARGV[4]  the fence of the hold being released, or "" to skip the check: a hold of an earlier grant (expired,
+-- ARGV[3]  the fence of the hold being released, or "" to skip the check: a hold of an earlier grant (expired,
 --          force-unlocked, then re-granted to the same owner) must not release the newer grant
--- ARGV[5]  attempt id to undo, or "" (the record remembers the owner's latest attempt: an earlier one whose
+-- ARGV[4]  attempt id to undo; "" or omitted (the record remembers the owner's latest attempt: an earlier one whose
 --          record a re-entry overwrote is not recognised, and its hold lapses with the lease)
--- ARGV[6]  that attempt's queue entry, or ""
+-- ARGV[5]  that attempt's queue entry; "" or omitted
+-- ARGV[6]  publish command: SPUBLISH (cluster), or PUBLISH (the default when omitted)
 -- Returns  0 not held by this owner (or that attempt holds nothing: nothing changed but its entry removed),
 --          1 one hold released and the owner still holds it (reentrant count > 0),
 --          2 released and freed, 3 released and handed to a waiting client.
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if ARGV[6] ~= '' then redis.call('ZREM', q, ARGV[6]) end
+local hold_fence, aid, entry = ARGV[3], ARGV[4] or '', ARGV[5] or ''
+if entry ~= '' then redis.call('ZREM', q, entry) end
 local v = redis.call('GET', h)
 if not v then return 0 end
 local f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$')
-if o ~= ARGV[1] or (ARGV[4] ~= '' and f ~= ARGV[4]) or (ARGV[5] ~= '' and a ~= ARGV[5]) then return 0 end
+if o ~= ARGV[1] or (hold_fence ~= '' and f ~= hold_fence) or (aid ~= '' and a ~= aid) then return 0 end
 if c ~= '1' then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
-  if ARGV[5] ~= '' then a = '' end
+  if aid ~= '' then a = '' end
   redis.call('SET', h, f .. ':' .. a .. ':' .. (c - 1) .. ':' .. by .. ':' .. o, 'KEEPTTL')
   return 1
 end
@@ -45,7 +46,7 @@ if n > 0 then
   redis.call('SET', h, f .. '/' .. mode, 'PXAT', at_ms(latest(s)))
 end
 local g, _r, _m, _n
-if top[1] then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], last, nil, top, mode, n, now) end
+if top[1] then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[6] or 'PUBLISH', last, nil, top, mode, n, now) end
 if g then return 3 end
 if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
 return 2

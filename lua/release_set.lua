@@ -6,14 +6,15 @@
 -- KEYS[3]  holder set, KEYS[4] holder records (see _holders.lua)
 -- ARGV[1]  owner
 -- ARGV[2]  how long the grant record outlives the final release, ms
--- ARGV[3]  publish command: PUBLISH or SPUBLISH
--- ARGV[4]  the fence of the hold being released, or "" to skip the check
--- ARGV[5]  attempt id to undo, or ""
--- ARGV[6]  that attempt's queue entry, or ""
+-- ARGV[3]  the fence of the hold being released, or "" to skip the check
+-- ARGV[4]  attempt id to undo; "" or omitted
+-- ARGV[5]  that attempt's queue entry; "" or omitted
+-- ARGV[6]  publish command: SPUBLISH, or PUBLISH (the default when omitted)
 -- Returns  as release.lua: 0 not held by this owner, 1 one hold released and the owner still holds it, 2 released,
 --          3 released and a waiter admitted.
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if ARGV[6] ~= '' then redis.call('ZREM', q, ARGV[6]) end
+local hold_fence, aid, entry = ARGV[3], ARGV[4] or '', ARGV[5] or ''
+if entry ~= '' then redis.call('ZREM', q, entry) end
 -- @include _handoff.lua
 local now = now_us()
 local owner = ARGV[1]
@@ -21,10 +22,10 @@ local mf, ma, mc, unclaimed, kind = hold_of(d, owner)
 if not mf then return 0 end
 local exp = tonumber(redis.call('ZSCORE', s, owner))
 if not exp or exp <= now then return 0 end
-if (ARGV[4] ~= '' and string.format('%d', mf) ~= ARGV[4]) or (ARGV[5] ~= '' and ma ~= ARGV[5]) then return 0 end
+if (hold_fence ~= '' and string.format('%d', mf) ~= hold_fence) or (aid ~= '' and ma ~= aid) then return 0 end
 if mc > 1 then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
-  redis.call('HSET', d, owner, string.format('%d', mf) .. ':' .. (ARGV[5] ~= '' and '' or ma) .. ':' ..
+  redis.call('HSET', d, owner, string.format('%d', mf) .. ':' .. (aid ~= '' and '' or ma) .. ':' ..
     string.format('%d', mc - 1) .. ':' .. (unclaimed and '1' or '') .. ':' .. kind)
   return 1
 end
@@ -35,7 +36,7 @@ local fence, _, _, _, gowner, smode = record(redis.call('GET', h))
 if gowner then return 2 end
 local n, mode = holders(s, d, now, smode)
 local last, g, _r, _n = fence, nil, nil, nil
-if redis.call('EXISTS', q) == 1 then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[3], fence, nil, nil, mode, n, now) end
+if redis.call('EXISTS', q) == 1 then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[6] or 'PUBLISH', fence, nil, nil, mode, n, now) end
 if g then return 3 end
 if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
 return 2

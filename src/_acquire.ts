@@ -30,7 +30,7 @@ import {
   type ReleaseArgs,
   releaseCall,
 } from "./_protocol.ts";
-import { nap, now, unrefTimeout } from "./_timers.ts";
+import { nap, unrefTimeout } from "./_timers.ts";
 import { checkNames, fail, resolveAcquire, type Resolved } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
 import { LeaseKindError, LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
@@ -106,7 +106,7 @@ class Attempt {
   readonly keys: LeaseKeys;
   owner: string;
   id = attemptId();
-  readonly start = now();
+  readonly start = performance.now();
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
   readonly deadline: number;
   readonly bound: { until: number; signal: AbortSignal | undefined; name: string };
@@ -161,7 +161,7 @@ class Attempt {
   async abandon(e: unknown, entry?: QueueEntry): Promise<unknown> {
     const failure = this.failure(e);
     if (!this.undone) {
-      const left = this.o.signal?.aborted ? ABORT_CLEANUP_MS : this.bound.until - now();
+      const left = this.o.signal?.aborted ? ABORT_CLEANUP_MS : this.bound.until - performance.now();
       await Promise.race([this.undo(entry), nap(Math.max(0, Math.min(left, ABORT_CLEANUP_MS * 4)), undefined)]);
     }
     return failure;
@@ -192,7 +192,7 @@ class Attempt {
   async restart(): Promise<void> {
     await Promise.race([
       this.#lateUndo,
-      nap(Math.max(0, Math.min(this.deadline - now(), 1_000)), undefined),
+      nap(Math.max(0, Math.min(this.deadline - performance.now(), 1_000)), undefined),
     ]);
     this.id = attemptId();
     if (this.o.owner === undefined) this.owner = newOwner(this.o);
@@ -236,7 +236,7 @@ class Attempt {
   }
 
   waited(): number {
-    return now() - this.start;
+    return performance.now() - this.start;
   }
 }
 
@@ -253,12 +253,12 @@ export function giveBack(
   name: string,
   delayMs = 0,
 ): Promise<void> {
-  const until = now() + ms;
+  const until = performance.now() + ms;
   return new Promise<void>((settled) => {
     const send = (backoff: number): void =>
       void releaseCall(st, keys, args, { until, name }).then(() => settled(), (e) => {
         settled();
-        if (!(e instanceof RedisTimeoutError) && now() + backoff < until) {
+        if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
           unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
         } else {
           log(
@@ -329,7 +329,7 @@ async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): 
   let acked: number;
   try {
     // A handoff was written by the releaser's connection: write once more on ours so WAIT covers the grant.
-    const t0 = now();
+    const t0 = performance.now();
     if (!wrote) {
       if (
         await extendCall(a.st, a.keys, { kind: a.o.kind, owner: a.owner, ms: a.o.ms, fence: hold.fence }, a.bound) !==
@@ -398,7 +398,7 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
         waiter.state = "unverified"; // too late to use unclaimed: the next check claims it if still ours
       }
       const version = waiter.version;
-      const t0 = now();
+      const t0 = performance.now();
       const r = await a.call(entry);
       if (r.fence !== undefined) {
         const lease = a.fromReply(r, t0);
@@ -410,16 +410,16 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
       waiter.queued(r, t0);
       if (waiter.version === version && waiter.state === "unverified") waiter.state = "queued"; // taken back
       retryMs = r.retryMs;
-      const left = a.deadline - now();
+      const left = a.deadline - performance.now();
       if (left <= 0) throw a.timeout(retryMs);
       if (waiter.state !== "queued") continue;
       // Sleep until the holder's TTL ends, the heartbeat, or a message (a grant, or a re-check after a resubscribe).
       // The heartbeat is at most a claim window, so that a grant the waiter ahead never claims is passed on within
       // about two of them; it also refreshes the queue's TTL, so it is never longer than a third of it.
-      const wakeAt = now() + Math.min(retryMs + 1, left, o.claimMs, QUEUE_TTL_MS / 3);
+      const wakeAt = performance.now() + Math.min(retryMs + 1, left, o.claimMs, QUEUE_TTL_MS / 3);
       while (waiter.state === "queued" && !o.signal?.aborted) {
         const target = Math.min(wakeAt, waiter.recheckAt);
-        const ms = target - now();
+        const ms = target - performance.now();
         if (ms <= 0) break;
         await nap(ms, o.signal, (w) => waiter.onWake(w));
       }
@@ -436,11 +436,11 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
 async function waitPolling(a: Attempt, retryMs: number): Promise<Waited> {
   a.wait(retryMs);
   for (let backoff = 10;; backoff = Math.min(backoff * 2, 1_000)) {
-    const left = a.deadline - now();
+    const left = a.deadline - performance.now();
     if (left <= 0) throw a.timeout(retryMs);
     await nap(Math.min(retryMs < 0 ? backoff : retryMs + 1, left, backoff * (0.5 + Math.random())), a.o.signal);
     a.o.signal?.throwIfAborted();
-    const t0 = now();
+    const t0 = performance.now();
     let r: Acquired;
     try {
       r = await a.call();

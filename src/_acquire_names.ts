@@ -18,20 +18,22 @@ import {
   ownerFor,
   type ReleaseArgs,
 } from "./_protocol.ts";
-import { nap, now } from "./_timers.ts";
+import { nap } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LockTimeoutError, RedisTimeoutError } from "./errors.ts";
 
 /** acquire(client, names, o) after validation: `o.name` is the first name; `names` are distinct. */
 export async function acquireNames(client: RedisLike, names: readonly string[], o: Resolved): Promise<LeaseGroup> {
   const st = stateOf(client);
-  const start = now();
+  const start = performance.now();
   const until = start + o.waitMs;
   const keys = names.map((n) => keysOf(o.prefix, n));
   const owner = ownerOfNames(st, keys, o);
   /** Wait briefly for give-backs (a healthy Redis has them done when acquire rejects), within the caller's bounds. */
   const settle = (p: Promise<unknown>, aborted = ABORT_CLEANUP_MS) => {
-    const left = o.signal?.aborted ? aborted : Math.min(until + ACQUIRE_GRACE_MS - now(), ABORT_CLEANUP_MS * 4);
+    const left = o.signal?.aborted
+      ? aborted
+      : Math.min(until + ACQUIRE_GRACE_MS - performance.now(), ABORT_CLEANUP_MS * 4);
     return Promise.race([p, nap(Math.max(0, left), undefined)]);
   };
   /** `e`, told to the event handler if any (the one-by-one path's acquires tell their own failures). */
@@ -45,7 +47,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
   };
   if (o.kind === "x" && names.length > 1 && st.publish === "PUBLISH" && o.replicas === 0) {
     // One server: try all at once.
-    const t0 = now();
+    const t0 = performance.now();
     const bound = { until: until + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
     const attempt = attemptId();
     const undo = () => Promise.all(keys.map((k) => giveBack(st, k, { kind: "x", owner, attempt }, o.ms, o.name)));
@@ -59,7 +61,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
         o.signal?.aborted
           ? o.signal.reason
           : e instanceof RedisTimeoutError
-          ? new LockTimeoutError(o.name, -1, now() - start, { cause: e })
+          ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e })
           : e,
       );
     }
@@ -81,9 +83,9 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
         p.hold.handles.splice(p.hold.handles.indexOf(p), 1);
         if (p.hold.handles.length === 0) p.hold.stop();
       }
-      await Promise.race([undo(), nap(Math.max(0, Math.min(until - now(), 1_000)), undefined)]);
+      await Promise.race([undo(), nap(Math.max(0, Math.min(until - performance.now(), 1_000)), undefined)]);
     } else if (o.waitMs === 0) {
-      throw failed(new LockTimeoutError(names[r - 1], -1, now() - start));
+      throw failed(new LockTimeoutError(names[r - 1], -1, performance.now() - start));
     }
   }
   // One by one, in name order (the order every caller uses), each bounded by what is left of the wait. A name lost
@@ -94,7 +96,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
     const parts: LeaseImpl[] = new Array(names.length);
     try {
       for (const i of order) {
-        const left = o.waitMs === Infinity ? Infinity : Math.max(0, Math.round(until - now()));
+        const left = o.waitMs === Infinity ? Infinity : Math.max(0, Math.round(until - performance.now()));
         parts[i] = await acquireResolved(client, { ...one, name: names[i], waitMs: left });
       }
     } catch (e) {
@@ -105,7 +107,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
     if (parts.every((p) => p.endedWith === undefined)) return new LeaseGroup(parts);
     await settle(Promise.all(parts.map((p) => giveBackPart(st, p))));
     if (o.signal?.aborted) throw failed(o.signal.reason);
-    if (now() >= until) throw failed(new LockTimeoutError(o.name, -1, now() - start));
+    if (performance.now() >= until) throw failed(new LockTimeoutError(o.name, -1, performance.now() - start));
   }
 }
 
@@ -124,7 +126,7 @@ function ownerOfNames(st: ClientState, keys: readonly LeaseKeys[], o: Resolved):
 function giveBackPart(st: ClientState, p: LeaseImpl): Promise<unknown> {
   const h = p.hold;
   const args: ReleaseArgs = { kind: h.kind, owner: h.owner, fence: h.fenceText };
-  const left = Math.max(0, h.deadline - now());
+  const left = Math.max(0, h.deadline - performance.now());
   return releaseHandle(p).catch((e) => {
     if (!(e instanceof RedisTimeoutError)) return giveBack(st, h.keys, args, left, h.name, 100);
   });

@@ -8,7 +8,7 @@ import type { Script } from "./_scripts.ts";
 import { type Hold, holdMap, type Target } from "./_hold.ts";
 import { extendCall, parseMessage, releaseHeld, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError, ReplicationError } from "./errors.ts";
-import { afterMicrotasks, cancel, type Due, now, schedule, unrefTimeout } from "./_timers.ts";
+import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
 import { type Driver, isDriver } from "./driver.ts";
 import { fail } from "./_validate.ts";
@@ -42,58 +42,36 @@ export function bounded<T, R = T>(
   decode?: (v: T) => R,
   recover?: (e: unknown) => Promise<T>,
 ): Promise<R> {
-  const s = b?.signal;
-  const c = new Pending<T, R>(s, abort, decode);
-  const r = new Promise<R>((resolve, reject) => {
-    c.resolve = resolve;
-    c.reject = reject;
+  return new Promise<R>((resolve, reject) => {
+    const s = b?.signal;
+    let due: Due | undefined;
+    const settle = (failed: boolean, v: unknown) => {
+      if (due) cancel(due);
+      s?.removeEventListener("abort", onAbort);
+      if (failed) {
+        abort?.abort(v);
+        return reject(v);
+      }
+      try {
+        resolve(decode ? decode(v as T) : v as R);
+      } catch (e) {
+        reject(e);
+      }
+    };
+    const onAbort = () => settle(true, s!.reason);
+    if (s?.aborted) {
+      p.then(undefined, () => {}); // sent already: its failure is nobody's now, and must not go unhandled
+      return onAbort();
+    }
+    if (b && b.until !== Infinity) {
+      const ms = Math.max(0, Math.round(b.until - performance.now()));
+      // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
+      due = schedule(b.until, () => settle(true, new RedisTimeoutError(b.name, ms)));
+    }
+    s?.addEventListener("abort", onAbort, { once: true });
+    const ok = (v: T) => settle(false, v), failed = (e: unknown) => settle(true, e);
+    p.then(ok, recover ? (e) => recover(e).then(ok, failed) : failed);
   });
-  if (s?.aborted) {
-    p.then(undefined, () => {}); // sent already: its failure is nobody's now, and must not go unhandled
-    c.settle(true, s.reason);
-    return r;
-  }
-  if (b && b.until !== Infinity) {
-    const ms = Math.max(0, Math.round(b.until - now()));
-    // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
-    c.due = schedule(b.until, () => c.settle(true, new RedisTimeoutError(b.name, ms)));
-  }
-  if (s) s.addEventListener("abort", c.onAbort = () => c.settle(true, s.reason), { once: true });
-  const ok = (v: T) => c.settle(false, v), failed = (e: unknown) => c.settle(true, e);
-  p.then(ok, recover ? (e) => recover(e).then(ok, failed) : failed);
-  return r;
-}
-
-/**
- * A bounded call in flight, settled by its reply (decoded), its bound or its signal, whichever comes first (the
- * others then change nothing). An object with a method rather than a closure per way to settle: every script call
- * makes one, and the closures allocated ~0.3 KB more per acquire + release (bench/client_cost.ts).
- */
-class Pending<T, R> {
-  resolve!: (v: R) => void;
-  reject!: (e: unknown) => void;
-  due: Due | undefined;
-  onAbort: (() => void) | undefined;
-
-  constructor(
-    readonly signal: AbortSignal | undefined,
-    readonly abort: AbortController | undefined,
-    readonly decode: ((v: T) => R) | undefined,
-  ) {}
-
-  settle(failed: boolean, v: unknown): void {
-    if (this.due) cancel(this.due);
-    if (this.onAbort) this.signal!.removeEventListener("abort", this.onAbort);
-    if (failed) {
-      this.abort?.abort(v);
-      return this.reject(v);
-    }
-    try {
-      this.resolve(this.decode ? this.decode(v as T) : v as R);
-    } catch (e) {
-      this.reject(e);
-    }
-  }
 }
 
 /**
@@ -154,8 +132,8 @@ export function checkClient(
   what = "client",
   closedOk = false,
 ): asserts client is RedisLike {
-  // The client of the previous call (nearly always the same one): known to be a Driver or a node-redis client.
-  if (client === lastClient && client && (client as NodeRedisClient).isOpen !== false) return;
+  // A client used before (it has a state): known to be a Driver or a node-redis client, so only whether it is open.
+  if (states.has(client as object) && (client as NodeRedisClient).isOpen !== false) return;
   if (isDriver(client)) return;
   const c = client as Record<string, unknown> | null | undefined;
   const is = (...names: string[]) => names.every((n) => typeof c?.[n] === "function");
@@ -203,16 +181,10 @@ interface ScriptCall {
 
 const states = new WeakMap<object, ClientState>();
 
-/** The client stateOf() was last asked for, and its state: most processes use one client, so one entry saves a lookup. */
-let lastClient: object | undefined;
-let lastState: ClientState | undefined;
-
 export function stateOf(client: RedisLike): ClientState {
-  if (client === lastClient) return lastState!;
   let st = states.get(client);
   if (!st) states.set(client, st = new ClientState(isDriver(client) ? client : nodeRedisDriver(client)));
-  lastClient = client;
-  return lastState = st;
+  return st;
 }
 
 /** Until configure() says otherwise: warnings to the console, as they are. */
@@ -303,10 +275,10 @@ export class ClientState implements Target {
     const stop = () =>
       b?.signal?.aborted
         ? b.signal.reason
-        : b && now() >= b.until
+        : b && performance.now() >= b.until
         ? new RedisTimeoutError(b.name, Math.round(b.until - call.start!))
         : undefined;
-    call.start ??= now();
+    call.start ??= performance.now();
     const again = () => {
       const stopped = stop();
       return stopped ? Promise.reject(stopped) : this.#send(call).catch((x) => this.#recover(x, call));

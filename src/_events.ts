@@ -4,7 +4,6 @@ import type { LeaseEvent, LeaseEventHandler, LeaseEventKind } from "./events.ts"
 import type { Kind } from "./_protocol.ts";
 import type { LeaseImpl } from "./_hold.ts";
 import { LockTimeoutError } from "./errors.ts";
-import { now } from "./_timers.ts";
 
 /** Hand `event` to `handler`; its failure (a throw, a rejection) is its own. */
 export function emit(handler: LeaseEventHandler, event: LeaseEvent): void {
@@ -38,7 +37,7 @@ export function acquiredEvent(
   const reentered = hold.told === handler;
   if (hold.since < 0) hold.since = startedAt;
   lease.told = hold.told = handler;
-  const waitMs = now() - startedAt;
+  const waitMs = performance.now() - startedAt;
   // (One object, not a spread of event(): every acquire builds it.)
   emit(handler, {
     type: "acquired",
@@ -76,7 +75,7 @@ export function failedEvent(
     kind,
     outcome,
     error,
-    waitMs: now() - startedAt,
+    waitMs: performance.now() - startedAt,
     startedAt,
   });
 }

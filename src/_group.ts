@@ -2,7 +2,6 @@
 // released, extended and lost together. Its signal aborts when any of its holds is lost.
 import { type LeaseImpl, releaseHandle } from "./_hold.ts";
 import type { Lease, LeaseKind } from "./lease.ts";
-import { now } from "./_timers.ts";
 
 /** The abort reason of a released group: one shared instance. */
 let released: DOMException | undefined;
@@ -56,7 +55,7 @@ export class LeaseGroup implements Lease {
     return Math.min(...this.parts.map((p) => p.expiresAt));
   }
   get remainingMs(): number {
-    return Math.max(0, this.expiresAt - now());
+    return Math.max(0, this.expiresAt - performance.now());
   }
   get token(): string {
     throw new TypeError(

@@ -9,7 +9,7 @@ import type { Bound } from "./_client.ts";
 import { holdId, type Kind, type LeaseKeys, tokenOf } from "./_protocol.ts";
 import { type LeaseLossReason, LeaseLostError } from "./errors.ts";
 import type { Lease, LeaseKind } from "./lease.ts";
-import { cancel, type Due, now, schedule } from "./_timers.ts";
+import { cancel, type Due, schedule } from "./_timers.ts";
 
 /** Redlock's clock-drift allowance: 1 % of the lease plus 2 ms. */
 export function drift(ms: number): number {
@@ -24,8 +24,8 @@ export interface Clock {
 }
 
 export const realClock: Clock = {
-  now,
-  set: (fn, ms) => schedule(now() + ms, fn),
+  now: () => performance.now(),
+  set: (fn, ms) => schedule(performance.now() + ms, fn),
   clear: (d) => cancel(d as Due),
 };
 
@@ -367,7 +367,7 @@ export class LeaseImpl implements Lease {
     });
   }
   get remainingMs(): number {
-    return Math.max(0, this.hold.deadline - now());
+    return Math.max(0, this.hold.deadline - performance.now());
   }
   async [Symbol.asyncDispose](): Promise<void> {
     await releaseHandle(this);
@@ -409,8 +409,8 @@ export const MIN_CALL_MS = 250;
 export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boolean> {
   if (lease.releasing) return lease.releasing;
   const hold = lease.hold;
-  const t = now();
-  const until = t + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - t));
+  const now = performance.now();
+  const until = now + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - now));
   const hs = hold.handles;
   // (Nearly always its only handle: popped, not spliced, which would allocate an array of the removed.)
   if (hs[hs.length - 1] === lease) hs.pop();
@@ -433,7 +433,7 @@ export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boo
       owner: hold.owner,
       fence: hold.fence,
       final,
-      heldMs: t - hold.since,
+      heldMs: now - hold.since,
     });
   }
   lease.releasing = hold.onEnd ? sent.finally(() => hold.handles.length === 0 ? hold.ended() : undefined) : sent;

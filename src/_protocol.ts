@@ -28,7 +28,6 @@ export type Kind = "x" | "s" | `p${number}`;
 export const FENCE_RETAIN_MS = 10_000;
 /** An idle wait queue expires after this long; every waiter refreshes it whenever it checks. */
 export const QUEUE_TTL_MS = 30_000;
-const QUEUE_TTL_TEXT = String(QUEUE_TTL_MS), FENCE_RETAIN_TEXT = String(FENCE_RETAIN_MS);
 
 /** The keys of one lease; all share the lease name as their hash tag (one cluster slot). */
 export interface LeaseKeys {
@@ -223,7 +222,12 @@ export interface AcquireArgs {
 
 /** Take, re-enter or claim the lease, or learn when to try again (and queue, for a waiter). */
 export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
-  const args = [a.owner, String(a.ms), a.attempt, a.entry ? entryText(a.entry) : "", QUEUE_TTL_TEXT, st.publish];
+  const args = [a.owner, String(a.ms), a.attempt];
+  // The exclusive script takes the rest only when it says something (a waiter's entry, SPUBLISH): every argument
+  // costs the client and Redis on every call, and most calls are an uncontended acquire on one server.
+  if (a.kind !== "x" || a.entry || st.publish !== "PUBLISH") {
+    args.push(a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish);
+  }
   if (a.kind === "x") return st.run(ACQUIRE, keys.all, args, bound, acquired);
   args.push(a.kind);
   return st.run(ACQUIRE_SET, keys.all, args, bound, acquired);
@@ -259,30 +263,20 @@ function refused(r: string): never {
  * that is not 1 to 16 digits.
  */
 export function fenceOf(text: string): number {
-  const n = text.length;
-  if (n === 0 || n > 16) return NaN;
-  let v = 0;
-  for (let i = 0; i < n; i++) {
+  let v = text.length > 0 && text.length <= 16 ? 0 : NaN;
+  for (let i = 0; i < text.length; i++) {
     const d = text.charCodeAt(i) - 48;
-    if (d < 0 || d > 9) return NaN;
-    v = v * 10 + d;
+    v = d >= 0 && d <= 9 ? v * 10 + d : NaN;
   }
   return v;
 }
 
 function acquired(r: unknown): Acquired {
-  if (typeof r === "string") {
-    const c = r.charCodeAt(0);
-    if (c === 33 /* ! */) refused(r);
-    // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path).
-    if (c > 48 && c <= 57) {
-      const fence = fenceOf(r);
-      if (fence > 0) return { fence, fenceText: r };
-    }
-  }
-  // A client may return integers as strings too (ioredis stringNumbers): the sign tells them apart.
+  if (typeof r === "string" && r.charCodeAt(0) === 33 /* ! */) refused(r);
+  // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path),
+  // and a client may return integers as strings too (ioredis stringNumbers): the sign tells them apart.
   if (typeof r === "string" || typeof r === "number") {
-    const n = Number(r);
+    const n = typeof r === "number" ? r : fenceOf(r) || Number(r);
     return n > 0 ? { fence: n, fenceText: typeof r === "string" ? r : undefined } : { retryMs: -1 - n };
   }
   const [n, queuedAt, queuedNow, passed] = r as number[];
@@ -307,14 +301,12 @@ export interface ReleaseArgs {
 }
 
 function releaseArgs(st: ClientState, a: ReleaseArgs): string[] {
-  return [
-    a.owner,
-    FENCE_RETAIN_TEXT,
-    st.publish,
-    a.fence === undefined ? "" : String(a.fence),
-    a.attempt ?? "",
-    a.entry ? entryText(a.entry) : "",
-  ];
+  const args = [a.owner, String(FENCE_RETAIN_MS), a.fence === undefined ? "" : String(a.fence)];
+  // The rest only when it says something (an undo's attempt and entry, SPUBLISH), as for acquireCall.
+  if (a.attempt !== undefined || a.entry || st.publish !== "PUBLISH") {
+    args.push(a.attempt ?? "", a.entry ? entryText(a.entry) : "", st.publish);
+  }
+  return args;
 }
 
 /** Release one hold (or undo one attempt); the last hold hands the lease to the first live waiter. */

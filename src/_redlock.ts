@@ -16,7 +16,7 @@ import {
 } from "./_client.ts";
 import { drift, grant, type Hold, holdMap, type LeaseImpl, type Target } from "./_hold.ts";
 import { acquireCall, attemptId, extendCall, holdId, keysOf, ownerFor, releaseCall } from "./_protocol.ts";
-import { nap, now, unrefTimeout } from "./_timers.ts";
+import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LeaseKindError, LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
 
@@ -81,7 +81,7 @@ export class RedlockGroup implements Target {
    * restarting masters one at a time never loses a held lease. Lost only when a majority cannot be held.
    */
   async renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean> {
-    const t0 = now();
+    const t0 = performance.now();
     const fences = nodeFences.get(hold);
     const rs = await this.all((st, i) =>
       extendCall(st, hold.keys, {
@@ -100,7 +100,7 @@ export class RedlockGroup implements Target {
       )
     );
     const ok = rs.filter((r) => r === 1).length;
-    if (ok >= this.quorum && now() - t0 < ms - drift(ms)) return true;
+    if (ok >= this.quorum && performance.now() - t0 < ms - drift(ms)) return true;
     if (rs.filter((r) => r === 0).length > this.nodes.length - this.quorum) return false;
     throw new QuorumError(hold.name, ok, this.quorum, rs.filter((r) => r instanceof Error));
   }
@@ -143,7 +143,7 @@ export async function acquireRedlock(
   const ev = group.events;
   if (!ev) return acquireOn(group, o, retryDelayMs);
   const waited = { queued: false };
-  const startedAt = now();
+  const startedAt = performance.now();
   let lease: LeaseImpl;
   try {
     lease = await acquireOn(group, o, retryDelayMs, waited);
@@ -164,12 +164,12 @@ async function acquireOn(
 ): Promise<LeaseImpl> {
   const keys = keysOf(o.prefix, o.name);
   const owner = ownerFor(group, keys, o);
-  const start = now();
+  const start = performance.now();
   const deadline = start + o.waitMs;
   // The whole call is bounded like a single-node acquire, whatever nodeTimeoutMs is.
   const bound = { until: deadline + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
   for (;;) {
-    const t0 = now();
+    const t0 = performance.now();
     const attempt = attemptId();
     // Per-node calls stop (send nothing more, e.g. after a NOSCRIPT) once the attempt is given up: its undo may be
     // on its way, and a command sent after it would run after it and leave a lease nobody holds.
@@ -190,7 +190,7 @@ async function acquireOn(
           ? Promise.resolve(0)
           : giveBack(st, keys, { kind: o.kind, owner, attempt }, o.ms, o.name)
       );
-      const left = o.signal?.aborted ? ABORT_CLEANUP_MS : bound.until - now();
+      const left = o.signal?.aborted ? ABORT_CLEANUP_MS : bound.until - performance.now();
       await Promise.race([sent, nap(Math.max(0, left), undefined)]);
     };
     let replies: unknown[];
@@ -202,7 +202,9 @@ async function acquireOn(
     } catch (e) {
       await undo();
       if (o.signal?.aborted) throw o.signal.reason;
-      throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, now() - start, { cause: e }) : e;
+      throw e instanceof RedisTimeoutError
+        ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e })
+        : e;
     }
     // Per node: its fence (> 0) where granted, minus one minus its busy time where held elsewhere, or the error.
     const rs = replies.map((r) =>
@@ -212,7 +214,7 @@ async function acquireOn(
     );
     const fences = rs.filter((r): r is number => typeof r === "number" && r > 0);
     // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
-    if (fences.length >= group.quorum && o.ms - (now() - t0) - drift(o.ms) > 0) {
+    if (fences.length >= group.quorum && o.ms - (performance.now() - t0) - drift(o.ms) > 0) {
       // Reentrant: keep the live hold's fence even if a master that did not grant it before grants it now.
       const held = group.holds.get(holdId(keys, owner, o.kind));
       const fence = held && held.active ? held.fence : Math.max(...fences);
@@ -238,12 +240,12 @@ async function acquireOn(
       throw new LeaseKindError(o.name, (refused[0] as LeaseKindError).why, (refused[0] as LeaseKindError).found);
     }
     const busy = rs.filter((r): r is number => typeof r === "number" && r <= 0).map((r) => -1 - r);
-    const left = deadline - now();
+    const left = deadline - performance.now();
     if (left <= 0) {
       if (errors.length > group.nodes.length - group.quorum) {
         throw new QuorumError(o.name, fences.length, group.quorum, errors);
       }
-      throw new LockTimeoutError(o.name, busy.length ? Math.min(...busy) : -1, now() - start);
+      throw new LockTimeoutError(o.name, busy.length ? Math.min(...busy) : -1, performance.now() - start);
     }
     const ev = group.events;
     if (waited && ev && !waited.queued) {

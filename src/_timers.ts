@@ -1,14 +1,6 @@
 // Timers that never keep a process alive, on Node, Bun (Timeout#unref) and Deno (Deno.unrefTimer).
 declare const Deno: { unrefTimer(id: number): void };
 
-/**
- * `performance.now()`, the clock of every deadline, from a reference to `performance` taken once: in Node
- * `globalThis.performance` is a getter, and running it for each of the half-dozen clock reads of an acquire + release
- * is a measurable part of their cost.
- */
-const perf = globalThis.performance;
-export const now = (): number => perf.now();
-
 /** Largest delay setTimeout accepts without firing at once. */
 export const MAX_TIMER_MS = 2_147_483_647;
 
@@ -74,7 +66,7 @@ export function schedule(at: number, fn: () => void): Due {
   if (ownTimers) {
     // Never earlier than `at` (a runtime may round a delay down, and a long one is capped): armed again until due.
     const own = (): void => {
-      const left = d.at - now();
+      const left = d.at - performance.now();
       if (left > 0) {
         d.t = unrefTimeout(own, Math.ceil(left));
         return;
@@ -82,7 +74,7 @@ export function schedule(at: number, fn: () => void): Due {
       d.i = -1;
       fn();
     };
-    d.t = unrefTimeout(own, Math.ceil(d.at - now()));
+    d.t = unrefTimeout(own, Math.ceil(d.at - performance.now()));
     return d;
   }
   pending.push(d);
@@ -120,12 +112,12 @@ function arm(at: number): void {
   clearTimeout(timer);
   armedAt = at;
   // (Capped at MAX_TIMER_MS: it then fires early and is armed again.)
-  timer = at < Infinity ? unrefTimeout(fire, at - now()) : undefined;
+  timer = at < Infinity ? unrefTimeout(fire, at - performance.now()) : undefined;
 }
 
 function fire(): void {
-  const t = now();
-  const due = pending.filter((d) => d.at <= t);
+  const now = performance.now();
+  const due = pending.filter((d) => d.at <= now);
   for (const d of due) cancel(d);
   arm(pending.reduce((next, d) => Math.min(next, d.at), Infinity));
   for (const d of due) {
@@ -154,7 +146,7 @@ export function nap(
       resolve();
     };
     // On the shared timer: a waiter's nap nearly always ends by a message, long before it is due.
-    const due = schedule(now() + ms, done);
+    const due = schedule(performance.now() + ms, done);
     signal?.addEventListener("abort", done, { once: true });
     onWake?.(done);
   });

@@ -6,7 +6,6 @@ import { checkValue, fail, resolveAcquire } from "./_validate.ts";
 import { LockTimeoutError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
-import { now } from "./_timers.ts";
 
 /** Options of {@linkcode campaign}: those of `acquire` (an exclusive lease), a value to proclaim at once. */
 export interface CampaignOptions extends Omit<AcquireOptions, "shared" | "permits"> {
@@ -63,19 +62,19 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
   o = { ...o, leader: true };
   const st = stateOf(client);
   const keys = keysOf(o.prefix, name);
-  const until = now() + o.waitMs;
+  const until = performance.now() + o.waitMs;
   for (;;) {
     const lease = await acquireResolved(client, o);
     const hold = lease.hold;
     // Observers hear of the end of this term (resigned or lost) from this process too; a release waits for it.
     (hold.onEnd ??= []).push(() =>
-      proclaimCall(st, keys, {}, { until: now() + DEFAULT_CALL_TIMEOUT_MS, name }).catch(() => {})
+      proclaimCall(st, keys, {}, { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, name }).catch(() => {})
     );
     // Elected: the signal no longer applies (as for acquire, it cancels the wait, not a held lease).
     let proclaimed: boolean;
     try {
       proclaimed = await proclaimCall(st, keys, { owner: hold.owner, term: hold.fenceText, value }, {
-        until: now() + DEFAULT_CALL_TIMEOUT_MS,
+        until: performance.now() + DEFAULT_CALL_TIMEOUT_MS,
         name,
       });
     } catch (e) {
@@ -89,7 +88,7 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
     if (proclaimed) return lease;
     // Lost between the grant and the proclamation (expired, force-unlocked): not elected after all. Campaign on.
     hold.lose("not-held");
-    const left = until - now();
+    const left = until - performance.now();
     if (left <= 0) throw new LockTimeoutError(name, -1, o.waitMs);
     o.signal?.throwIfAborted();
     o = { ...o, waitMs: left === Infinity ? Infinity : Math.ceil(left) };

@@ -3,7 +3,6 @@ import { checkCallOptions, checkLeaseMs } from "./_validate.ts";
 import type { CallOptions, Lease } from "./lease.ts";
 import { checkLease } from "./_acquire.ts";
 import { LeaseGroup } from "./_group.ts";
-import { now } from "./_timers.ts";
 
 /**
  * Reset a held lease's TTL to `leaseMs`, if this owner still holds it. Affects every reentrant hold of the same
@@ -41,7 +40,7 @@ export async function extend(lease: Lease, leaseMs?: number, options?: CallOptio
   const ms = leaseMs === undefined ? hold.ms : checkLeaseMs("extend lease", leaseMs);
   const timeoutMs = checkCallOptions("extend lease", options);
   if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
-  const t0 = now();
+  const t0 = performance.now();
   const until = t0 + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - t0));
   const held = await hold.target.renew(hold, ms, { until, name: hold.name }, true);
   if (!hold.active) return false;

@@ -2,7 +2,6 @@ import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { forceUnlockCall, keysOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
 import type { CallOptions, KeyOptions } from "./lease.ts";
-import { now } from "./_timers.ts";
 
 /** How long forceUnlock() and inspect() wait for Redis by default, ms. */
 export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
@@ -35,6 +34,6 @@ export async function forceUnlock(
   checkName(op, name);
   const prefix = checkPrefix(op, options);
   const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
-  const until = now() + timeoutMs;
+  const until = performance.now() + timeoutMs;
   return await forceUnlockCall(stateOf(client), keysOf(prefix, name), { until, name }) !== "not-held";
 }

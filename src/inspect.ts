@@ -3,7 +3,6 @@ import { inspectCall, keysOf, labelOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
 import type { CallOptions, KeyOptions, LeaseKind } from "./lease.ts";
-import { now } from "./_timers.ts";
 
 /** One holder of a lease, as {@linkcode inspect} reports it. */
 export interface LeaseHolder {
@@ -67,7 +66,7 @@ export async function inspect(
   checkName(op, name);
   const prefix = checkPrefix(op, options);
   const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
-  const until = now() + timeoutMs;
+  const until = performance.now() + timeoutMs;
   const r = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
   const owners = r.holders.map((h): LeaseHolder => ({
     owner: h.owner,

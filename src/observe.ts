@@ -1,6 +1,6 @@
 import { bounded, checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { electionChannelOf, keysOf, labelOf, leaderCall } from "./_protocol.ts";
-import { nap, now } from "./_timers.ts";
+import { nap } from "./_timers.ts";
 import { checkName, checkPrefix, fail } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
 import type { KeyOptions } from "./lease.ts";
@@ -101,7 +101,7 @@ async function* watch(
     wake?.();
   };
   let subscribing: Promise<void> | undefined;
-  const bound = () => ({ until: now() + DEFAULT_CALL_TIMEOUT_MS, signal, name });
+  const bound = () => ({ until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal, name });
   // Messages sent while the subscriber connection was down are lost: read again once it is back.
   st.resubscribed.add(listener);
   try {

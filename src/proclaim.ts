@@ -5,7 +5,6 @@ import { LeaseGroup } from "./_group.ts";
 import { proclaimCall } from "./_protocol.ts";
 import { checkCallOptions, checkValue, fail } from "./_validate.ts";
 import type { CallOptions, Lease } from "./lease.ts";
-import { now } from "./_timers.ts";
 
 /**
  * Publish the leader's value (an address, a shard map, a version): set if, and only if, `lease` still leads with its
@@ -36,8 +35,8 @@ export async function proclaim(lease: Lease, value: string, options?: CallOption
   const timeoutMs = checkCallOptions(op, options);
   const hold = lease.hold;
   if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
-  const t = now();
-  const bound = { until: t + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - t)), name: hold.name };
+  const now = performance.now();
+  const bound = { until: now + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - now)), name: hold.name };
   const st = hold.target;
   if (!(st instanceof ClientState)) fail(op, "lease", "must be on one Redis (not a Redlock group)", lease);
   const ok = await proclaimCall(st, hold.keys, { owner: hold.owner, term: hold.fenceText, value }, bound);

@@ -6,7 +6,6 @@ import { extendCall, holdId, keysOf, parseToken } from "./_protocol.ts";
 import { checkCallOptions, fail, resolveAcquire, type Resolved } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, CallOptions, Lease } from "./lease.ts";
-import { now } from "./_timers.ts";
 
 /** Options of {@linkcode resume}: how the new process keeps the hold, and how long to wait for Redis. */
 export interface ResumeOptions
@@ -100,14 +99,14 @@ async function resumeResolved(
     await releaseHandle(again).catch(() => {});
     throw new LeaseLostError(o.name, "not-held");
   }
-  const t0 = now();
+  const t0 = performance.now();
   const bound = { until: t0 + Math.max(timeoutMs, ACQUIRE_GRACE_MS), signal: o.signal, name: o.name };
   let held: boolean | { fence: number };
   try {
     held = await extendCall(st, t.keys, { kind: t.kind, owner: t.owner, ms: o.ms, fence: t.fenceText }, bound);
   } catch (e) {
     if (o.signal?.aborted) throw o.signal.reason;
-    throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, now() - t0, { cause: e }) : e;
+    throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, performance.now() - t0, { cause: e }) : e;
   }
   if (held !== true) throw new LeaseLostError(o.name, "not-held");
   const g = { kind: t.kind, keys: t.keys, name: o.name, owner: t.owner, fence: t.fence, fenceText: t.fenceText };
