@@ -12,6 +12,7 @@ export type LibId =
   | "fifo"
   | "redlease-io"
   | "fenced"
+  | "guarded"
   | "fairfenced"
   | "redlease-permits"
   | "semaphore-permits"
@@ -69,6 +70,17 @@ export const ON_PEER_CLIENT: LibId = "redlease-io";
 export const FENCED_FLOOR: LibId = "fenced";
 
 /**
+ * Not a library: the minimal fenced lease above with the least client work that redlease's guarantees need, the
+ * B1/B2 floor for any library that gives them. Each call is bounded by a deadline (a promise of its own that rejects
+ * when the deadline passes first, on an entry of one shared unref'd timer); a granted lease gets a hold record keyed
+ * by key and owner (what reentrancy and a process's own listing look up) and a watchdog entry on that timer, which
+ * renews it at a third of its TTL; a release is bounded by the lease's deadline and drops both; owners are fresh ids
+ * (a random prefix and a counter); the name is checked. Nothing else: no options, events, signals, Attempt or
+ * Resolved objects, waiter queue or undo. Same scripts as `fenced`. B1/B2 only.
+ */
+export const GUARDED_FLOOR: LibId = "guarded";
+
+/**
  * B1/B2 only: redlease with an event handler (configure(client, { onEvent })) that counts every event by type, the
  * cost of the hook itself beside `redlease` (no handler: no event is built).
  */
@@ -87,6 +99,7 @@ export const WITH_METRICS: LibId = "redlease-metrics";
 export const UNCONTENDED_ONLY: readonly LibId[] = [
   ON_PEER_CLIENT,
   FENCED_FLOOR,
+  GUARDED_FLOOR,
   WITH_EVENTS,
   WITH_METRICS,
   WITH_OTEL,
@@ -106,6 +119,7 @@ export const TUNABLE: Record<LibId, boolean> = {
   fifo: false,
   "redlease-io": false,
   fenced: false,
+  guarded: false,
   fairfenced: false,
   "redlease-permits": false,
   "semaphore-permits": true,
@@ -124,6 +138,7 @@ export const LABEL: Record<LibId, string> = {
   fifo: "floor: minimal fair notified lock (FIFO, no fence)",
   "redlease-io": "redlease on ioredis",
   fenced: "floor: minimal fenced lease (node-redis, 2 EVALSHA)",
+  guarded: "floor: minimal fenced lease with the client work of redlease's guarantees",
   fairfenced: "floor: fair notified lock with a fence and an expiring queue",
   "redlease-permits": `redlease, ${PERMITS} permits`,
   "semaphore-permits": `redis-semaphore Semaphore, ${PERMITS} permits`,
@@ -178,6 +193,12 @@ export function settingsText(lib: LibId, tuned: boolean): string {
     case "fenced":
       return `node-redis v4, two EVALSHA per cycle, a fresh owner each: acquire = ${JSON.stringify(FENCED_ACQUIRE)}, ` +
         `release = ${JSON.stringify(FENCED_RELEASE)} (the floor scripts of bench/scripts_cost.ts)`;
+    case "guarded":
+      return `as fenced (same scripts), with each call bounded by a deadline on one shared timer, a hold record and ` +
+        `a watchdog entry per lease (renewal at a third of the ${LEASE_MS} ms TTL: ${
+          JSON.stringify(FENCED_EXTEND)
+        }), ` +
+        `fresh owner ids (prefix + counter) and a check of the name`;
     case "redlease-permits":
       return `acquire(client, name, { permits: ${PERMITS}, waitMs: ${WAIT_MS} }) (watchdog mode), release(lease)`;
     case "semaphore-permits":
@@ -216,6 +237,8 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   fifo: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
   // EVALSHA (+ SCRIPT LOAD once). Lua calls TIME, SET, EXISTS, GET.
   fenced: /^(evalsha|script\|.*)$/,
+  // As fenced. Lua calls TIME, SET, EXISTS, GET (and PEXPIRE in a renewal).
+  guarded: /^(evalsha|script\|.*)$/,
   // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls TIME, SET, PTTL, ZADD, PEXPIRE, GET, ZPOPMIN, PUBLISH.
   fairfenced: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
   "redlease-permits": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
@@ -261,6 +284,9 @@ export const FENCED_ACQUIRE = "local t = redis.call('TIME') local f = t[1] .. t[
 export const FENCED_RELEASE = "local v = redis.call('GET', KEYS[1]) local f, o = string.match(v, '^(%d+):(.*)$') " +
   "if o ~= ARGV[1] then return 0 end if redis.call('EXISTS', KEYS[2]) == 1 then return 3 end " +
   "if ARGV[2] == 'del' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], f, 'PX', ARGV[2]) end return 2";
+// The watchdog's renewal of the guarded floor (see GUARDED_FLOOR). KEYS: lease; ARGV: owner, ms.
+export const FENCED_EXTEND = "local v = redis.call('GET', KEYS[1]) " +
+  "if v and string.match(v, '^%d+:(.*)$') == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
 // The fair floor with redlease's Redis work (see FAIR_FENCED_FLOOR): the fence is the server's time in µs (padded,
 // so that it orders as a number and as a queue score). KEYS: lock, queue. Queue: ARGV owner, lease ms,
 // entry "<client>|<attempt>|<owner>", queue TTL ms; replies the fence (a string) when it took the lock (free, or only
@@ -281,6 +307,55 @@ export const FAIR_HANDOFF = "local v = redis.call('GET', KEYS[1]) local f, o = s
   "g = string.format('%d', g) redis.call('PUBLISH', KEYS[1] .. ':w:' .. c, w .. ':' .. g .. ':' .. top[2] .. " +
   "':' .. string.format('%d', now)) redis.call('SET', KEYS[1], g .. ':' .. rest, 'PX', ARGV[2]) return 3";
 const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
+
+/** A lease of the guarded floor (see GUARDED_FLOOR). */
+interface GuardedHold {
+  readonly id: string;
+  readonly keys: string[];
+  readonly owner: string;
+  readonly fence: string;
+  deadline: number;
+  renewal: Due | undefined;
+}
+
+interface Due {
+  readonly at: number;
+  readonly fn: () => void;
+  i: number;
+}
+
+/** One unref'd timer armed for the earliest of its entries (the guarded floor's deadlines and renewals). */
+function sharedTimer() {
+  const due: Due[] = [];
+  let timer: ReturnType<typeof setTimeout> | undefined, armedAt = Infinity;
+  const arm = (at: number) => {
+    clearTimeout(timer);
+    armedAt = at;
+    timer = at < Infinity ? setTimeout(fire, at - performance.now()) : undefined;
+    (timer as { unref?(): void } | undefined)?.unref?.();
+  };
+  const drop = (d: Due) => {
+    if (d.i < 0) return;
+    const last = due.pop()!;
+    if (last !== d) due[last.i = d.i] = last;
+    d.i = -1;
+  };
+  const fire = () => {
+    const now = performance.now(), ready = due.filter((d) => d.at <= now);
+    ready.forEach(drop);
+    arm(due.reduce((next, d) => Math.min(next, d.at), Infinity));
+    for (const d of ready) d.fn();
+  };
+  return {
+    add(at: number, fn: () => void): Due {
+      const d = { at, fn, i: due.length };
+      due.push(d);
+      if (at < armedAt) arm(at);
+      return d;
+    },
+    drop,
+  };
+}
 
 // deno-lint-ignore no-explicit-any
 type Any = any;
@@ -551,6 +626,76 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
             async release(h) {
               const [keys, owner] = h as [string[], string];
               await c.sendCommand(["EVALSHA", rel, "2", ...keys, owner, "10000"]);
+            },
+            close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "guarded": {
+      const { createClient } = await import("redis");
+      return {
+        async connect(url) {
+          const c = createClient({ url });
+          c.on("error", onError("node-redis"));
+          await c.connect();
+          const scripts = [FENCED_ACQUIRE, FENCED_RELEASE, FENCED_EXTEND];
+          await Promise.all(scripts.map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
+          const [acq, rel, ext] = scripts.map(sha1);
+          const timer = sharedTimer(), holds = new Map<string, GuardedHold>();
+          const prefix = randomUUID().slice(0, 16);
+          let n = 0;
+          /** One call, bounded: settles with its decoded reply, or rejects once `until` passes first. */
+          const bounded = <T>(cmd: string[], until: number, decode: (r: unknown) => T | Promise<T>) =>
+            new Promise<T>((resolve, reject) => {
+              const due = timer.add(until, () => reject(new Error("guarded: Redis did not answer in time")));
+              c.sendCommand(cmd).then((r) => {
+                timer.drop(due);
+                try {
+                  resolve(decode(r));
+                } catch (e) {
+                  reject(e);
+                }
+              }, (e) => {
+                timer.drop(due);
+                reject(e);
+              });
+            });
+          const renew = (h: GuardedHold): void => {
+            const t0 = performance.now();
+            bounded(["EVALSHA", ext, "1", h.keys[0], h.owner, String(LEASE_MS)], h.deadline, Number).then((held) => {
+              if (held !== 1 || !holds.has(h.id)) return void holds.delete(h.id); // lost: nobody to renew
+              h.deadline = t0 + LEASE_MS;
+              h.renewal = timer.add(t0 + LEASE_MS / 3, () => renew(h));
+            }, () => void (h.renewal = timer.add(performance.now() + 100, () => renew(h))));
+          };
+          const attempt = (keys: string[], owner: string, until: number): Promise<GuardedHold> =>
+            bounded(["EVALSHA", acq, "2", keys[0], keys[1], owner, String(LEASE_MS)], until, (r) => {
+              if (r === 0) {
+                if (performance.now() >= until) throw new Error(`guarded: not acquired within ${WAIT_MS} ms`);
+                return sleep(RAW_POLL_MS).then(() => attempt(keys, owner, until));
+              }
+              const t0 = performance.now(), id = `${keys[0]}\n${owner}`;
+              const h: GuardedHold = { id, keys, owner, fence: String(r), deadline: t0 + LEASE_MS, renewal: undefined };
+              h.renewal = timer.add(t0 + LEASE_MS / 3, () => renew(h));
+              holds.set(id, h);
+              return h;
+            });
+          return {
+            acquire(name) {
+              if (typeof name !== "string" || name === "") {
+                return Promise.reject(new TypeError("guarded: 'name' must be a non-empty string"));
+              }
+              const key = `guarded:{${name}}`, owner = prefix + (++n).toString(36);
+              return attempt([key, `${key}:q`], owner, performance.now() + WAIT_MS);
+            },
+            release(handle) {
+              const h = handle as GuardedHold, now = performance.now();
+              const cmd = ["EVALSHA", rel, "2", h.keys[0], h.keys[1], h.owner, "10000"];
+              const released = bounded(cmd, now + Math.max(250, h.deadline - now), () => undefined);
+              if (h.renewal) timer.drop(h.renewal);
+              holds.delete(h.id);
+              return released;
             },
             close: async () => void await c.quit(),
           };

@@ -666,13 +666,21 @@ function targets(
 
   // ---- B1 / B2 (uncontended) against raw node-redis and the peers
   const rl = unc.find((u) => u.lib === "redlease"), raw = unc.find((u) => u.lib === "raw");
-  const fenced = unc.find((u) => u.lib === "fenced");
+  const fenced = unc.find((u) => u.lib === "fenced"), guarded = unc.find((u) => u.lib === "guarded");
   /** The minimal fenced lease (FENCED_FLOOR) against `base`, and redlease against it, for a figure `f`. */
   const fencedFloor = (base: UncTargetView | undefined, f: (r: UncRep) => number, what = "raw") => {
     if (!fenced || !base || !rl) return "";
     const [floor] = judged(perRunRatios(fenced.rows, base.rows, f, () => true));
     const [own] = judged(perRunRatios(rl.rows, fenced.rows, f, () => true));
-    return `; floor: the minimal fenced lease is ${ratio(floor)} ${what}, redlease ${ratio(own)} that lease`;
+    const g = guarded && judged(perRunRatios(guarded.rows, base.rows, f, () => true))[0];
+    const withClient = guarded
+      ? `; with the client work of redlease's guarantees ${ratio(g as number)} ${what}, redlease ${
+        ratio(judged(perRunRatios(rl.rows, guarded.rows, f, () => true))[0])
+      } that`
+      : "";
+    return `; floor: the minimal fenced lease is ${ratio(floor)} ${what}, redlease ${
+      ratio(own)
+    } that lease${withClient}`;
   };
   const noUnc = (base: string) =>
     !run.unc.length
@@ -716,6 +724,7 @@ function targets(
         "ring",
         "fifo",
         "fenced",
+        "guarded",
         "fairfenced",
       ]
         .includes(u.lib)
@@ -930,6 +939,7 @@ const COLORS: Record<string, string> = {
   "fifo": "#ff7f0e",
   "redlease-io": "#e377c2",
   "fenced": "#bcbd22",
+  "guarded": "#dbdb8d",
   "fairfenced": "#8c564b",
 };
 
