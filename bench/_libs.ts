@@ -72,11 +72,14 @@ export const FENCED_FLOOR: LibId = "fenced";
 /**
  * Not a library: the minimal fenced lease above with the least client work that redlease's guarantees need, the
  * B1/B2 floor for any library that gives them. Each call is bounded by a deadline (a promise of its own that rejects
- * when the deadline passes first, on an entry of one shared unref'd timer); a granted lease gets a hold record keyed
- * by key and owner (what reentrancy and a process's own listing look up) and a watchdog entry on that timer, which
- * renews it at a third of its TTL; a release is bounded by the lease's deadline and drops both; owners are fresh ids
- * (a random prefix and a counter); the name is checked. Nothing else: no options, events, signals, Attempt or
- * Resolved objects, waiter queue or undo. Same scripts as `fenced`. B1/B2 only.
+ * when the deadline passes first, on an entry of one shared unref'd timer), and a grant whose reply comes after that,
+ * or after the lease's local deadline (send time + TTL − redlease's drift margin), is given back; a granted lease
+ * gets a hold record keyed by key and owner (what reentrancy and a process's own listing look up) and a watchdog
+ * entry on that timer, which renews it at a third of its TTL and gives up at the local deadline; a release is
+ * bounded by the lease's deadline, drops both, and is a no-op the second time; owners are fresh ids (a random prefix
+ * and a counter); the name is checked (1 to 1024 characters) and escaped into one hash tag. Nothing else: no
+ * options, events, signals, attempt ids, waiter queue or undo by attempt. Same scripts as `fenced` (2 keys and 2
+ * arguments, where redlease sends 4 and 3), so redlease ÷ this row includes that difference too. B1/B2 only.
  */
 export const GUARDED_FLOOR: LibId = "guarded";
 
@@ -194,11 +197,11 @@ export function settingsText(lib: LibId, tuned: boolean): string {
       return `node-redis v4, two EVALSHA per cycle, a fresh owner each: acquire = ${JSON.stringify(FENCED_ACQUIRE)}, ` +
         `release = ${JSON.stringify(FENCED_RELEASE)} (the floor scripts of bench/scripts_cost.ts)`;
     case "guarded":
-      return `as fenced (same scripts), with each call bounded by a deadline on one shared timer, a hold record and ` +
-        `a watchdog entry per lease (renewal at a third of the ${LEASE_MS} ms TTL: ${
+      return `as fenced (same scripts), with each call bounded by a deadline on one shared timer (a late grant given ` +
+        `back), a hold record and a watchdog entry per lease (renewal at a third of the ${LEASE_MS} ms TTL: ${
           JSON.stringify(FENCED_EXTEND)
-        }), ` +
-        `fresh owner ids (prefix + counter) and a check of the name`;
+        }), fresh owner ids (prefix + counter), a check and hash-tag escape of the name, a release that is a no-op ` +
+        `the second time`;
     case "redlease-permits":
       return `acquire(client, name, { permits: ${PERMITS}, waitMs: ${WAIT_MS} }) (watchdog mode), release(lease)`;
     case "semaphore-permits":
@@ -316,6 +319,7 @@ interface GuardedHold {
   readonly fence: string;
   deadline: number;
   renewal: Due | undefined;
+  released: boolean;
 }
 
 interface Due {
@@ -642,14 +646,25 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
           const scripts = [FENCED_ACQUIRE, FENCED_RELEASE, FENCED_EXTEND];
           await Promise.all(scripts.map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
           const [acq, rel, ext] = scripts.map(sha1);
-          const timer = sharedTimer(), holds = new Map<string, GuardedHold>();
+          // (A sentinel entry, as redlease's holdMap(): a Map emptied on every cycle is shrunk and grown again.)
+          const timer = sharedTimer(), holds = new Map<string, GuardedHold>([["", undefined as never]]);
           const prefix = randomUUID().slice(0, 16);
           let n = 0;
-          /** One call, bounded: settles with its decoded reply, or rejects once `until` passes first. */
-          const bounded = <T>(cmd: string[], until: number, decode: (r: unknown) => T | Promise<T>) =>
+          const drift = Math.floor(LEASE_MS * 0.01) + 2; // redlease's margin for clock drift
+          /**
+           * One call, bounded: settles with its decoded reply, or rejects once `until` passes first. A reply that
+           * comes after that goes to `late` (a grant nobody is waiting for must be given back).
+           */
+          const bounded = <T>(
+            cmd: string[],
+            until: number,
+            decode: (r: unknown) => T | Promise<T>,
+            late?: (r: unknown) => void,
+          ) =>
             new Promise<T>((resolve, reject) => {
               const due = timer.add(until, () => reject(new Error("guarded: Redis did not answer in time")));
               c.sendCommand(cmd).then((r) => {
+                if (due.i < 0) return late?.(r);
                 timer.drop(due);
                 try {
                   resolve(decode(r));
@@ -661,42 +676,73 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
                 reject(e);
               });
             });
+          const give = (keys: string[], owner: string) =>
+            void c.sendCommand(["EVALSHA", rel, "2", keys[0], keys[1], owner, "10000"]).catch(() => {});
           const renew = (h: GuardedHold): void => {
+            if (h.released) return;
             const t0 = performance.now();
             bounded(["EVALSHA", ext, "1", h.keys[0], h.owner, String(LEASE_MS)], h.deadline, Number).then((held) => {
-              if (held !== 1 || !holds.has(h.id)) return void holds.delete(h.id); // lost: nobody to renew
-              h.deadline = t0 + LEASE_MS;
+              if (h.released) return;
+              if (held !== 1) return void holds.delete(h.id); // lost: nothing to renew
+              h.deadline = t0 + LEASE_MS - drift;
               h.renewal = timer.add(t0 + LEASE_MS / 3, () => renew(h));
-            }, () => void (h.renewal = timer.add(performance.now() + 100, () => renew(h))));
+            }, () => {
+              if (h.released) return;
+              // Unreachable: retry until the local deadline, then the lease is lost.
+              if (performance.now() >= h.deadline) return void holds.delete(h.id);
+              h.renewal = timer.add(performance.now() + 100, () => renew(h));
+            });
           };
-          const attempt = (keys: string[], owner: string, until: number): Promise<GuardedHold> =>
-            bounded(["EVALSHA", acq, "2", keys[0], keys[1], owner, String(LEASE_MS)], until, (r) => {
+          const attempt = (keys: string[], owner: string, until: number): Promise<GuardedHold> => {
+            const t0 = performance.now();
+            const cmd = ["EVALSHA", acq, "2", keys[0], keys[1], owner, String(LEASE_MS)];
+            return bounded(cmd, until, (r) => {
               if (r === 0) {
                 if (performance.now() >= until) throw new Error(`guarded: not acquired within ${WAIT_MS} ms`);
                 return sleep(RAW_POLL_MS).then(() => attempt(keys, owner, until));
               }
-              const t0 = performance.now(), id = `${keys[0]}\n${owner}`;
-              const h: GuardedHold = { id, keys, owner, fence: String(r), deadline: t0 + LEASE_MS, renewal: undefined };
+              const deadline = t0 + LEASE_MS - drift;
+              if (performance.now() >= deadline) {
+                give(keys, owner);
+                throw new Error("guarded: the grant came after the lease ran out");
+              }
+              const id = `${keys[0]}\n${owner}`;
+              const h: GuardedHold = {
+                id,
+                keys,
+                owner,
+                fence: String(r),
+                deadline,
+                renewal: undefined,
+                released: false,
+              };
               h.renewal = timer.add(t0 + LEASE_MS / 3, () => renew(h));
               holds.set(id, h);
               return h;
-            });
+            }, (r) => r === 0 || give(keys, owner));
+          };
+          const release = (h: GuardedHold): Promise<void> => {
+            if (h.released) return Promise.resolve();
+            h.released = true;
+            const now = performance.now();
+            const cmd = ["EVALSHA", rel, "2", h.keys[0], h.keys[1], h.owner, "10000"];
+            const released = bounded(cmd, now + Math.max(250, h.deadline - now), () => undefined);
+            if (h.renewal) timer.drop(h.renewal);
+            holds.delete(h.id);
+            return released;
+          };
           return {
             acquire(name) {
-              if (typeof name !== "string" || name === "") {
-                return Promise.reject(new TypeError("guarded: 'name' must be a non-empty string"));
+              if (typeof name !== "string" || name === "" || name.length > 1024) {
+                return Promise.reject(new TypeError("guarded: 'name' must be a string of 1 to 1024 characters"));
               }
-              const key = `guarded:{${name}}`, owner = prefix + (++n).toString(36);
+              // One hash tag for all the keys, as redlease keeps them: `}` and `%` escaped.
+              const tag = /[%}]/.test(name) ? name.replace(/[%}]/g, (x) => (x === "%" ? "%25" : "%7D")) : name;
+              const key = `guarded:{${tag}}`, owner = prefix + (++n).toString(36);
               return attempt([key, `${key}:q`], owner, performance.now() + WAIT_MS);
             },
-            release(handle) {
-              const h = handle as GuardedHold, now = performance.now();
-              const cmd = ["EVALSHA", rel, "2", h.keys[0], h.keys[1], h.owner, "10000"];
-              const released = bounded(cmd, now + Math.max(250, h.deadline - now), () => undefined);
-              if (h.renewal) timer.drop(h.renewal);
-              holds.delete(h.id);
-              return released;
-            },
+            // (The same wrapper as redlease's row.)
+            release: async (h) => void await release(h as GuardedHold),
             close: async () => void await c.quit(),
           };
         },
