@@ -385,6 +385,19 @@ async function scriptedPair(url: string, scripts: string[]): Promise<{ c: Any; s
   return { c, sub };
 }
 
+/** A connected node-redis client with `scripts` loaded, for the uncontended floors. */
+async function scriptedClient(
+  url: string,
+  scripts: string[],
+): Promise<{ sendCommand(args: string[]): Promise<unknown>; quit(): Promise<unknown> }> {
+  const { createClient } = await import("redis");
+  const c = createClient({ url });
+  c.on("error", onError("node-redis"));
+  await c.connect();
+  await Promise.all(scripts.map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
+  return c;
+}
+
 /**
  * Grants by message, for the notified B3 floors: `wait(id)` until `granted(id)`, or fail after WAIT_MS. A grant's
  * message can overtake the reply of the call that queued its waiter, so early grants are counted per id.
@@ -608,13 +621,9 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
       };
     }
     case "fenced": {
-      const { createClient } = await import("redis");
       return {
         async connect(url) {
-          const c = createClient({ url });
-          c.on("error", onError("node-redis"));
-          await c.connect();
-          await Promise.all([FENCED_ACQUIRE, FENCED_RELEASE].map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
+          const c = await scriptedClient(url, [FENCED_ACQUIRE, FENCED_RELEASE]);
           const acq = sha1(FENCED_ACQUIRE), rel = sha1(FENCED_RELEASE);
           return {
             async acquire(name) {
@@ -637,14 +646,10 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
       };
     }
     case "guarded": {
-      const { createClient } = await import("redis");
       return {
         async connect(url) {
-          const c = createClient({ url });
-          c.on("error", onError("node-redis"));
-          await c.connect();
           const scripts = [FENCED_ACQUIRE, FENCED_RELEASE, FENCED_EXTEND];
-          await Promise.all(scripts.map((s) => c.sendCommand(["SCRIPT", "LOAD", s])));
+          const c = await scriptedClient(url, scripts);
           const [acq, rel, ext] = scripts.map(sha1);
           // (A sentinel entry, as redlease's holdMap(): a Map emptied on every cycle is shrunk and grown again.)
           const timer = sharedTimer(), holds = new Map<string, GuardedHold>([["", undefined as never]]);
@@ -676,8 +681,8 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
                 reject(e);
               });
             });
-          const give = (keys: string[], owner: string) =>
-            void c.sendCommand(["EVALSHA", rel, "2", keys[0], keys[1], owner, "10000"]).catch(() => {});
+          const releaseCmd = (keys: string[], owner: string) => ["EVALSHA", rel, "2", keys[0], keys[1], owner, "10000"];
+          const give = (keys: string[], owner: string) => void c.sendCommand(releaseCmd(keys, owner)).catch(() => {});
           const renew = (h: GuardedHold): void => {
             if (h.released) return;
             const t0 = performance.now();
@@ -725,8 +730,11 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
             if (h.released) return Promise.resolve();
             h.released = true;
             const now = performance.now();
-            const cmd = ["EVALSHA", rel, "2", h.keys[0], h.keys[1], h.owner, "10000"];
-            const released = bounded(cmd, now + Math.max(250, h.deadline - now), () => undefined);
+            const released = bounded(
+              releaseCmd(h.keys, h.owner),
+              now + Math.max(250, h.deadline - now),
+              () => undefined,
+            );
             if (h.renewal) timer.drop(h.renewal);
             holds.delete(h.id);
             return released;
