@@ -4,7 +4,7 @@
  * fence, then the release script's "freed"). It isolates what B2 cannot: there the client's work and Redis's take
  * turns on the same cores, and run-to-run noise hides a change of a few percent. Prints; never asserts.
  *
- *   node --import tsx bench/client_cost.ts [tree=. …] [--cycles 100000] [--reps 9]
+ *   node --import tsx bench/client_cost.ts [tree=. …] [--cycles 100000] [--reps 9] [--contended]
  *
  * A tree written `<tree>+events` is measured with an event handler that counts every event by its type
  * (configure(driver, { onEvent })): `. .+events` is the cost of the hook itself; `<tree>+otel` with redlease/otel's
@@ -15,6 +15,12 @@
  * mod.ts bundled by esbuild as the benchmark bundles it (so no loader's helpers are timed), and the bundles are
  * measured in alternation in one process, so they share the machine's state; the median of the reps is printed.
  * Allocation is sampled by V8's heap profiler (every 512 bytes, objects collected since included) over one rep.
+ *
+ * `--contended` measures instead one worker's share of a contended handoff, as each B3 worker does it at W = 2: the
+ * acquire is queued (the driver answers "held, queued now"), the grant comes as a message on the waiter channel a
+ * turn later (setImmediate, as a socket's data would), the waiter takes it without a round trip, and the release
+ * hands the lease on (the driver answers "handed over"). The next acquire of the name queues at once, as a client
+ * that waited there moments ago does. One setImmediate per cycle is part of every tree's figure.
  */
 import { Session } from "node:inspector/promises";
 import { mkdirSync } from "node:fs";
@@ -29,7 +35,9 @@ const flag = (name: string, def: number) => {
   const i = args.indexOf(name);
   return i < 0 ? def : Number(args.splice(i, 2)[1]);
 };
-const CYCLES = flag("--cycles", 100_000), REPS = flag("--reps", 9);
+const CONTENDED = args.includes("--contended");
+if (CONTENDED) args.splice(args.indexOf("--contended"), 1);
+const CYCLES = flag("--cycles", CONTENDED ? 20_000 : 100_000), REPS = flag("--reps", 9);
 const trees = args.length ? args : ["."];
 const TMP = join(fileURLToPath(new URL(".", import.meta.url)), "results", "tmp");
 
@@ -48,9 +56,37 @@ const driver = (): Driver => ({
   loadScript: () => Promise.resolve(""),
 });
 
+/**
+ * A driver for `--contended`: the acquire script queues every call (-1 - the holder's PTTL, the server µs it was
+ * queued at, 1: queued by this call), and its grant comes a turn later on the channel subscribed, as the release
+ * script of the holder ahead would publish it ("<attempt>:<fence>:<queued µs>:<granted µs>"); release answers 3. A
+ * plain try (no queue entry: a client's first acquire of the name) finds the lease held.
+ */
+const contendedDriver = (): Driver => {
+  const listeners = new Map<string, (message: string) => void>();
+  let us = 1_732_420_000_000_000;
+  return {
+    evalScript(_sha, keys, a) {
+      if (a[1] === "10000") return Promise.resolve(3); // release: handed over to the next waiter
+      if (!a[3]) return Promise.resolve(-1 - 30_000); // a plain try (the first acquire): held by another
+      const at = ++us, listener = listeners.get(`${keys[0]}:w:${a[3].slice(0, a[3].indexOf("|"))}`);
+      if (!listener) throw new Error("client_cost --contended: the acquire did not queue on a subscribed channel");
+      setImmediate(() => listener(`${a[2]}:${++fence}:${at}:${++us}`));
+      return Promise.resolve([-1 - 30_000, at, 1]);
+    },
+    loadScript: () => Promise.resolve(""),
+    subscribe: (channel, listener) => (listeners.set(channel, listener), Promise.resolve()),
+    unsubscribe: (channel) => (listeners.delete(channel), Promise.resolve()),
+  };
+};
+
 async function cycles(lib: Lib, d: Driver, n: number): Promise<number> {
   const t0 = performance.now();
-  for (let i = 0; i < n; i++) await lib.release(await lib.acquire(d, `n${i & 1023}`, { waitMs: 0 }));
+  if (CONTENDED) {
+    for (let i = 0; i < n; i++) await lib.release(await lib.acquire(d, "contended", { waitMs: 10_000 }));
+  } else {
+    for (let i = 0; i < n; i++) await lib.release(await lib.acquire(d, `n${i & 1023}`, { waitMs: 0 }));
+  }
   return (performance.now() - t0) * 1000 / n;
 }
 
@@ -60,7 +96,7 @@ const libs = await Promise.all(trees.map(async (name, i) => {
   const tree = hook ? name.slice(0, -hook.length - 1) : name;
   const outfile = join(TMP, `client-cost-${i}.mjs`);
   await bundleRedlease(resolve(tree), outfile);
-  const lib = await import(pathToFileURL(outfile).href) as Lib, d = driver();
+  const lib = await import(pathToFileURL(outfile).href) as Lib, d = CONTENDED ? contendedDriver() : driver();
   if (hook === "events") {
     const counts: Record<string, number> = {};
     lib.configure(d, { onEvent: (e: { type: string }) => void (counts[e.type] = (counts[e.type] ?? 0) + 1) });
@@ -101,7 +137,9 @@ session.disconnect();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 console.log(
-  `acquire + release against an already-resolved driver, ${CYCLES} cycles × ${REPS} reps, Node ${process.version}`,
+  `${
+    CONTENDED ? "contended acquire (queued, granted by message) + release (handed over)" : "acquire + release"
+  } against an already-resolved driver, ${CYCLES} cycles × ${REPS} reps, Node ${process.version}`,
 );
 for (const l of libs) {
   console.log(

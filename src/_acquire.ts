@@ -19,7 +19,6 @@ import {
   acquireCall,
   type Acquired,
   attemptId,
-  channelOf,
   extendCall,
   keysOf,
   type LeaseKeys,
@@ -284,7 +283,7 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
   let w: Waited | undefined;
   // (One async frame for the whole call: the uncontended path allocates no more promises than it must.)
   try {
-    if (queue && a.st.listening && a.st.subscribed(channelOf(a.keys, a.st.id))) {
+    if (queue && a.st.listening && a.st.subscribed(a.keys)) {
       // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
       w = await waitQueued(a, -1);
     } else {
@@ -367,9 +366,8 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
     owner: a.owner,
   };
   const waiter = new Waiter(entry);
-  const channel = channelOf(a.keys, st.id);
   a.wait(retryMs);
-  const listening = st.listen(channel, a.id, (m) => waiter.onMessage(m));
+  const listening = st.listen(a.keys, a.id, (m) => waiter.onMessage(m));
   let leave: () => void;
   if (typeof listening === "function") leave = listening;
   else {
@@ -383,7 +381,7 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
   const took = (lease: LeaseImpl, wrote: boolean): Waited => {
     waiter.state = "ended";
     // Keep the subscription while we hold what we waited for: we are likely to wait here again.
-    const unref = st.retain(channel);
+    const unref = st.retain(a.keys);
     leave();
     (lease.hold.onEnd ??= []).push(unref);
     return { lease, wrote };

@@ -6,7 +6,7 @@ import { emit } from "./_events.ts";
 import { log } from "./_log.ts";
 import type { Script } from "./_scripts.ts";
 import { type Hold, holdMap, type Target } from "./_hold.ts";
-import { extendCall, parseMessage, releaseHeld, type WaiterMessage } from "./_protocol.ts";
+import { channelOf, extendCall, type LeaseKeys, parseMessage, releaseHeld, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError, ReplicationError } from "./errors.ts";
 import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
 import { isNodeRedis, nodeRedisDriver } from "./_node_redis.ts";
@@ -154,6 +154,8 @@ function errorCode(e: unknown): string {
 }
 
 interface Channel {
+  /** Its name (see channelOf). */
+  readonly channel: string;
   readonly waiters: Map<string, (message: WaiterMessage) => void>;
   readonly listener: (message: string) => void;
   readonly ready: Promise<void>;
@@ -352,9 +354,12 @@ export class ClientState implements Target {
     return Number(await bounded(this.driver.command(key, ["WAIT", String(replicas), String(timeoutMs)]), bound));
   }
 
-  /** Whether this client is subscribed to `channel` (it has waited there recently): wait without a plain try. */
-  subscribed(channel: string): boolean {
-    return this.#channels.size > 0 && this.#channels.has(channel);
+  /**
+   * Whether this client is subscribed to the waiter channel of the lease at `keys` (it has waited there recently):
+   * wait without a plain try. (Channels are keyed by the lease key, shorter to hash than the channel's name.)
+   */
+  subscribed(keys: LeaseKeys): boolean {
+    return this.#channels.size > 0 && this.#channels.has(keys.hash);
   }
 
   /** Whether any channel is subscribed (lets the uncontended path skip building a channel name). */
@@ -363,23 +368,29 @@ export class ClientState implements Target {
   }
 
   /**
-   * Route the messages for attempt `wid` on `channel` to `onMessage`. The first waiter on a channel subscribes; a
-   * waiter listens once the subscription is up, so that it is listening before it queues: returns the function that
-   * removes this waiter, at once when the channel is subscribed already (a contended loop), else once it is.
+   * Route the messages for attempt `wid` on the waiter channel of the lease at `keys` to `onMessage`. The first
+   * waiter on a channel subscribes; a waiter listens once the subscription is up, so that it is listening before it
+   * queues: returns the function that removes this waiter, at once when the channel is subscribed already (a
+   * contended loop), else once it is.
    */
   listen(
-    channel: string,
+    keys: LeaseKeys,
     wid: string,
     onMessage: (message: WaiterMessage) => void,
   ): (() => void) | Promise<() => void> {
-    let ch = this.#channels.get(channel);
+    const key = keys.hash;
+    let ch = this.#channels.get(key);
     if (!ch) {
-      const waiters = new Map<string, (message: WaiterMessage) => void>();
+      const channel = channelOf(keys, this.id);
+      // (A sentinel entry, as in holdMap(): a Map emptied and filled again by every contended acquisition would be
+      // shrunk and grown each time. No attempt id is empty.)
+      const waiters = new Map<string, (message: WaiterMessage) => void>([["", () => {}]]);
       const listener = (text: string) => {
         const m = parseMessage(text);
         if (m) waiters.get(m.attempt)?.(m);
       };
       const c: Channel = ch = {
+        channel,
         waiters,
         listener,
         ready: this.driver.subscribe!(channel, listener),
@@ -387,30 +398,30 @@ export class ClientState implements Target {
         up: false,
       };
       c.ready.then(() => void (c.up = true), () => {});
-      this.#channels.set(channel, ch);
+      this.#channels.set(key, ch);
     }
     const c = ch;
     c.waiters.set(wid, onMessage);
-    const unref = this.retain(channel);
+    const unref = this.retain(keys);
     const leave = () => {
       if (c.waiters.delete(wid)) unref();
     };
     return c.up ? leave : c.ready.then(() => leave, (e) => {
-      if (this.#channels.get(channel) === c) this.#channels.delete(channel);
+      if (this.#channels.get(key) === c) this.#channels.delete(key);
       c.waiters.delete(wid);
       throw e;
     });
   }
 
   /**
-   * Keep `channel` subscribed until the returned function is called (once). When the last reference goes, the
-   * subscription is dropped once the current microtasks have run, unless it is retained again by then: a holder
-   * that releases and at once waits again (a contended loop) keeps its subscription instead of paying UNSUBSCRIBE
-   * + SUBSCRIBE per acquisition. (Not a 0 ms timer: cleared, it would still wake the process when due, one
-   * needless wake-up per contended acquisition.)
+   * Keep the waiter channel of the lease at `keys` subscribed until the returned function is called (once). When
+   * the last reference goes, the subscription is dropped once the current microtasks have run, unless it is retained
+   * again by then: a holder that releases and at once waits again (a contended loop) keeps its subscription instead
+   * of paying UNSUBSCRIBE + SUBSCRIBE per acquisition. (Not a 0 ms timer: cleared, it would still wake the process
+   * when due, one needless wake-up per contended acquisition.)
    */
-  retain(channel: string): () => void {
-    const c = this.#channels.get(channel)!;
+  retain(keys: LeaseKeys): () => void {
+    const key = keys.hash, c = this.#channels.get(key)!;
     c.refs++;
     let done = false;
     return () => {
@@ -418,9 +429,9 @@ export class ClientState implements Target {
       done = true;
       if (--c.refs > 0) return;
       afterMicrotasks(() => {
-        if (c.refs > 0 || this.#channels.get(channel) !== c) return;
-        this.#channels.delete(channel);
-        c.ready.then(() => this.driver.unsubscribe?.(channel, c.listener)).catch(() => {});
+        if (c.refs > 0 || this.#channels.get(key) !== c) return;
+        this.#channels.delete(key);
+        c.ready.then(() => this.driver.unsubscribe?.(c.channel, c.listener)).catch(() => {});
       });
     };
   }

@@ -25,15 +25,27 @@ export class Waiter {
   /** Bumped on every change a message makes, so the acquire path can tell whether one came during a call. */
   version = 0;
   #seen = 0;
-  /** Server µs when queued → local send time of the call that queued it (a lower bound of that moment). */
-  #sentAt = new Map<number, number>();
+  /**
+   * Server µs when queued → local send time of the call that queued it (a lower bound of that moment): the latest
+   * in two fields (nearly every wait is queued once), earlier ones in a Map made when a second comes.
+   */
+  #queuedAt = NaN;
+  #sent = 0;
+  #earlier: Map<number, number> | undefined;
   #wake: (() => void) | undefined;
 
   constructor(readonly entry: QueueEntry, readonly now: () => number = realClock.now) {}
 
   /** The reply to a queue check that was sent at `t0`. */
   queued(r: Acquired, t0: number): void {
-    if (r.fence === undefined && r.queuedNow && r.queuedAt !== undefined) this.#sentAt.set(r.queuedAt, t0);
+    if (r.fence !== undefined || !r.queuedNow || r.queuedAt === undefined) return;
+    if (this.#queuedAt === this.#queuedAt) (this.#earlier ??= new Map()).set(this.#queuedAt, this.#sent);
+    this.#queuedAt = r.queuedAt;
+    this.#sent = t0;
+  }
+
+  #sentAt(queuedAt: number): number | undefined {
+    return queuedAt === this.#queuedAt ? this.#sent : this.#earlier?.get(queuedAt);
   }
 
   /** Where the nap between checks can be cut short. */
@@ -48,7 +60,7 @@ export class Waiter {
     } else {
       if (m.fence <= this.#seen) return;
       this.#seen = m.fence;
-      const sent = this.#sentAt.get(m.queuedAt);
+      const sent = this.#sentAt(m.queuedAt);
       // Server time passes as local time does (less the drift allowance): the grant happened at least
       // (grantedAt - queuedAt) after the call that queued us was sent, and holds until its claim window ends.
       const window = Math.min(this.entry.ms, this.entry.claimMs);

@@ -259,6 +259,20 @@ describe("Waiter (fake time)", () => {
     assert.equal(b.w.grant, undefined);
   });
 
+  test("a waiter queued twice measures each grant from the call that queued its entry", () => {
+    for (const which of ["earlier", "latest"] as const) {
+      const { w, at } = setupWaiter();
+      w.queued({ retryMs: 100, queuedAt: 1_000_000, queuedNow: true }, 4_000);
+      w.queued({ retryMs: 100, queuedAt: 1_000_000, queuedNow: false }, 4_100); // a re-check: not queued by it
+      w.queued({ retryMs: 100, queuedAt: 2_000_000, queuedNow: true }, 4_200); // its entry lapsed: queued again
+      at(4_300);
+      const [queuedAt, sent] = which === "earlier" ? [1_000_000, 4_000] : [2_000_000, 4_200];
+      w.onMessage({ kind: "grant", attempt: "a1", fence: 9, queuedAt, grantedAt: queuedAt + 50_000 });
+      assert.equal(w.state, "granted", which);
+      assert.equal(w.grant!.deadline, sent + 50 + 1_000 - drift(1_000), which);
+    }
+  });
+
   test("a message about an earlier grant, or after the waiter moved on, changes nothing", () => {
     const { w } = setupWaiter();
     w.queued({ retryMs: 100, queuedAt: 1_000_000, queuedNow: true }, 4_900);
