@@ -258,6 +258,8 @@ function table(head: string[], rows: string[][]): string {
 export function render(run: Run): { markdown: string; svg: string | undefined; summarySvg: string | undefined } {
   const md: string[] = [];
   const reps = (run.config.reps as number) ?? 1;
+  // (Runs before --w2-reps had as many at W = 2 as at every W.)
+  const w2Reps = (run.config.w2Reps as number | undefined) ?? reps;
   const la = run.env.loadAvg;
   md.push(`# redlease benchmark — ${run.date}`);
   md.push("");
@@ -276,7 +278,7 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       `. Each figure is the median of ` +
       [
         run.unc.length || run.cold.length ? `${run.config.uncReps} runs (B1, B2, B5)` : "",
-        run.b3.length ? `${reps} runs (B3)` : "",
+        run.b3.length ? `${reps} runs (B3${w2Reps !== reps ? `; ${w2Reps} at W = 2` : ""})` : "",
         run.b6?.length ? `${reps} runs (B6)` : "",
       ].filter(Boolean).join(" or ") +
       `; ×raw = median over runs of (figure ÷ raw node-redis figure of the same run).` +
@@ -977,9 +979,11 @@ function chart(b3: B3Agg[], ws: number[], run: Run): string {
   out.push(
     `<text x="${W / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">` +
       esc(
-        `B3 contended handoff: one name, 1 ms critical section (median of ${run.config.reps} run(s), ${
-          run.date.slice(0, 10)
-        })`,
+        `B3 contended handoff: one name, 1 ms critical section (median of ${run.config.reps} run(s)${
+          run.config.w2Reps !== undefined && run.config.w2Reps !== run.config.reps
+            ? `, ${run.config.w2Reps} at W = 2`
+            : ""
+        }, ${run.date.slice(0, 10)})`,
       ) +
       `</text>`,
   );
