@@ -259,7 +259,7 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
   const md: string[] = [];
   const reps = (run.config.reps as number) ?? 1;
   // (Runs before --w2-reps had as many at W = 2 as at every W.)
-  const w2Reps = (run.config.w2Reps as number | undefined) ?? reps;
+  const w2Reps = run.b3.some((r) => r.W === 2) ? (run.config.w2Reps as number | undefined) ?? reps : reps;
   const la = run.env.loadAvg;
   md.push(`# redlease benchmark — ${run.date}`);
   md.push("");
@@ -980,7 +980,7 @@ function chart(b3: B3Agg[], ws: number[], run: Run): string {
     `<text x="${W / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">` +
       esc(
         `B3 contended handoff: one name, 1 ms critical section (median of ${run.config.reps} run(s)${
-          run.config.w2Reps !== undefined && run.config.w2Reps !== run.config.reps
+          run.config.w2Reps !== undefined && run.config.w2Reps !== run.config.reps && ws.includes(2)
             ? `, ${run.config.w2Reps} at W = 2`
             : ""
         }, ${run.date.slice(0, 10)})`,
