@@ -4,7 +4,8 @@
  * fence, then the release script's "freed"). It isolates what B2 cannot: there the client's work and Redis's take
  * turns on the same cores, and run-to-run noise hides a change of a few percent. Prints; never asserts.
  *
- *   node --import tsx bench/client_cost.ts [tree=. …] [--cycles 100000] [--reps 9] [--contended]
+ *   node --import tsx bench/client_cost.ts [tree=. …] [--cycles 100000] [--reps 9]
+ *   node --import tsx bench/client_cost.ts [tree=. …] --contended [--cycles 20000] [--reps 9]
  *
  * A tree written `<tree>+events` is measured with an event handler that counts every event by its type
  * (configure(driver, { onEvent })): `. .+events` is the cost of the hook itself; `<tree>+otel` with redlease/otel's
@@ -72,7 +73,7 @@ const contendedDriver = (): Driver => {
       const at = ++us, listener = listeners.get(`${keys[0]}:w:${a[3].slice(0, a[3].indexOf("|"))}`);
       if (!listener) throw new Error("client_cost --contended: the acquire did not queue on a subscribed channel");
       setImmediate(() => listener(`${a[2]}:${++fence}:${at}:${++us}`));
-      return Promise.resolve([-1 - 30_000, at, 1]);
+      return Promise.resolve([-1 - 30_000, String(at), 1]); // (the score comes back as a bulk string)
     },
     loadScript: () => Promise.resolve(""),
     subscribe: (channel, listener) => (listeners.set(channel, listener), Promise.resolve()),
@@ -138,8 +139,10 @@ session.disconnect();
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 console.log(
   `${
-    CONTENDED ? "contended acquire (queued, granted by message) + release (handed over)" : "acquire + release"
-  } against an already-resolved driver, ${CYCLES} cycles × ${REPS} reps, Node ${process.version}`,
+    CONTENDED
+      ? "contended acquire (queued, granted by message a turn later) + release (handed over), against a fake driver"
+      : "acquire + release against an already-resolved driver"
+  }, ${CYCLES} cycles × ${REPS} reps, Node ${process.version}`,
 );
 for (const l of libs) {
   console.log(

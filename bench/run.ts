@@ -5,8 +5,8 @@
  *   npm run bench                     full run (B3: 3 runs, 7 at W = 2; B1/B2/B5: 5 runs; ~20 min on 2 cores)
  *   npm run bench -- --quick          1 repetition, shorter windows
  *   npm run bench -- --only redlease,raw    only these libraries (or variant ids such as redlock@1ms)
- *   other flags: --reps N, --w2-reps N (B3 runs at W = 2), --ws 2,8,32, --phases b1,b3,b5, --window <B3 ms>,
- *   --out <results basename>,
+ *   other flags: --reps N, --w2-reps N (B3 runs at W = 2; default --reps + 4, or --reps with --quick),
+ *   --ws 2,8,32, --phases b1,b3,b5, --window <B3 ms>, --out <results basename>,
  *   --pause <ms> (diagnostic: B3 workers wait this long after each release before queueing again),
  *   --render <results.json> (rewrite the .md, -b3.svg and -summary.svg from a results file)
  *
@@ -91,7 +91,7 @@ function parseArgs(argv: string[]) {
     uncReps: o.quick ? reps : reps + 2,
     /**
      * B3 at W = 2 has the shortest gaps, and its ring floor varies most from run to run (0.10 to 0.27 ms p50 on the
-     * same machine): four more runs than the other W, where a run is cheapest.
+     * same machine): four more runs than the other W (about 4 min more of a full run); with --quick, as many.
      */
     w2Reps: o.w2Reps ?? (o.quick ? reps : reps + 4),
     out: o.out ?? (o.quick ? "bench-quick" : "bench"),

@@ -283,7 +283,7 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
   let w: Waited | undefined;
   // (One async frame for the whole call: the uncontended path allocates no more promises than it must.)
   try {
-    if (queue && a.st.listening && a.st.subscribed(a.keys)) {
+    if (queue && a.st.subscribed(a.keys)) {
       // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
       w = await waitQueued(a, -1);
     } else {

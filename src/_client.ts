@@ -156,6 +156,7 @@ function errorCode(e: unknown): string {
 interface Channel {
   /** Its name (see channelOf). */
   readonly channel: string;
+  /** Attempt id → its waiter; and "" → a no-op, so that the Map never empties (see listen()). */
   readonly waiters: Map<string, (message: WaiterMessage) => void>;
   readonly listener: (message: string) => void;
   readonly ready: Promise<void>;
@@ -207,6 +208,10 @@ export class ClientState implements Target {
   readonly publish: string;
   /** Per script SHA1: the latest send of its text in full, settling (never rejecting) when that send ends. */
   #sent = new Map<string, Promise<unknown>>();
+  /**
+   * The waiter channels subscribed or being subscribed, keyed by their lease's key (`keys.hash`: one channel per
+   * lease and client, and shorter to hash than the channel's name, which each record keeps for UNSUBSCRIBE).
+   */
   #channels = new Map<string, Channel>();
   #checked = false;
   /** Where this client's messages go (see configure()). */
@@ -356,15 +361,10 @@ export class ClientState implements Target {
 
   /**
    * Whether this client is subscribed to the waiter channel of the lease at `keys` (it has waited there recently):
-   * wait without a plain try. (Channels are keyed by the lease key, shorter to hash than the channel's name.)
+   * wait without a plain try.
    */
   subscribed(keys: LeaseKeys): boolean {
     return this.#channels.size > 0 && this.#channels.has(keys.hash);
-  }
-
-  /** Whether any channel is subscribed (lets the uncontended path skip building a channel name). */
-  get listening(): boolean {
-    return this.#channels.size > 0;
   }
 
   /**

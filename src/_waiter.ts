@@ -39,7 +39,7 @@ export class Waiter {
   /** The reply to a queue check that was sent at `t0`. */
   queued(r: Acquired, t0: number): void {
     if (r.fence !== undefined || !r.queuedNow || r.queuedAt === undefined) return;
-    if (this.#queuedAt === this.#queuedAt) (this.#earlier ??= new Map()).set(this.#queuedAt, this.#sent);
+    if (!Number.isNaN(this.#queuedAt)) (this.#earlier ??= new Map()).set(this.#queuedAt, this.#sent); // queued before
     this.#queuedAt = r.queuedAt;
     this.#sent = t0;
   }
