@@ -252,14 +252,22 @@ function table(head: string[], rows: string[][]): string {
 }
 
 /**
+ * How many B3 runs W = 2 had, when that differs from the other W's (--w2-reps); undefined otherwise, and for runs
+ * from before --w2-reps, which had as many at every W.
+ */
+function w2Runs(run: Run): number | undefined {
+  const n = run.config.w2Reps as number | undefined;
+  return n !== undefined && n !== run.config.reps && run.b3.some((r) => r.W === 2) ? n : undefined;
+}
+
+/**
  * The markdown report, `svg` = the B3 chart (`<out>-b3.svg`: throughput and gap against W) and `summarySvg` = bars of
  * every B-figure for each library (`<out>-summary.svg`); an SVG is undefined when the run has nothing for it.
  */
 export function render(run: Run): { markdown: string; svg: string | undefined; summarySvg: string | undefined } {
   const md: string[] = [];
   const reps = (run.config.reps as number) ?? 1;
-  // (Runs before --w2-reps had as many at W = 2 as at every W.)
-  const w2Reps = run.b3.some((r) => r.W === 2) ? (run.config.w2Reps as number | undefined) ?? reps : reps;
+  const w2 = w2Runs(run);
   const la = run.env.loadAvg;
   md.push(`# redlease benchmark — ${run.date}`);
   md.push("");
@@ -278,7 +286,7 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
       `. Each figure is the median of ` +
       [
         run.unc.length || run.cold.length ? `${run.config.uncReps} runs (B1, B2, B5)` : "",
-        run.b3.length ? `${reps} runs (B3${w2Reps !== reps ? `; ${w2Reps} at W = 2` : ""})` : "",
+        run.b3.length ? `${reps} runs (B3${w2 ? `; ${w2} at W = 2` : ""})` : "",
         run.b6?.length ? `${reps} runs (B6)` : "",
       ].filter(Boolean).join(" or ") +
       `; ×raw = median over runs of (figure ÷ raw node-redis figure of the same run).` +
@@ -980,9 +988,7 @@ function chart(b3: B3Agg[], ws: number[], run: Run): string {
     `<text x="${W / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">` +
       esc(
         `B3 contended handoff: one name, 1 ms critical section (median of ${run.config.reps} run(s)${
-          run.config.w2Reps !== undefined && run.config.w2Reps !== run.config.reps && ws.includes(2)
-            ? `, ${run.config.w2Reps} at W = 2`
-            : ""
+          w2Runs(run) ? `, ${w2Runs(run)} at W = 2` : ""
         }, ${run.date.slice(0, 10)})`,
       ) +
       `</text>`,
