@@ -184,9 +184,10 @@ class Attempt {
   }
 
   /**
-   * Start over as a new attempt once the undo of this one settled (bounded): without pub/sub (HTTP) requests
-   * may overtake one another, so a retry must never be mistaken for — or re-enter onto — the grant being
-   * undone. (On one connection they stay in order, and a queue entry names its attempt: waiters keep theirs.)
+   * Start over as a new attempt once the undo of this one settled (bounded): a retry must never be mistaken for —
+   * or re-enter onto — the grant being undone. Requests may overtake one another: over HTTP, and on one connection
+   * too, where an undo whose EVALSHA meets NOSCRIPT (a failover, a restart, a flush) is re-sent as EVAL after the
+   * commands sent meanwhile. The undo names the old attempt, so it cannot free what the new one is granted.
    */
   async restart(): Promise<void> {
     await Promise.race([
@@ -298,7 +299,8 @@ export async function acquireResolved(client: RedisLike, o: Resolved): Promise<L
       else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? 0);
       else {
         o.signal?.throwIfAborted();
-        if (!queue && r.fence !== undefined) await a.restart();
+        // A late grant, being undone: never re-checked under the same attempt (see restart()).
+        if (r.fence !== undefined) await a.restart();
         w = queue ? await waitQueued(a, r.retryMs ?? 0) : await waitPolling(a, r.retryMs ?? 0);
       }
     }
@@ -356,6 +358,20 @@ async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): 
  * which also passes on a grant that its waiter never claimed.
  */
 async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
+  for (;;) {
+    const w = await waitAsAttempt(a, retryMs);
+    if (w) return w;
+    // A grant came too late to use, and its undo names this attempt. That undo may run after a re-check sent
+    // meanwhile (an undo re-sent after NOSCRIPT runs after it): a re-check by the same attempt would claim the grant
+    // being undone, and return a lease that the undo then frees. So wait for the undo (briefly), and go on as a new
+    // attempt, which it cannot free. (The grant took this waiter's entry out of the queue: a new one loses no place.)
+    await a.restart();
+    a.o.signal?.throwIfAborted();
+  }
+}
+
+/** One attempt's wait in the queue: the lease, or undefined when a grant came too late to use (it is being undone). */
+async function waitAsAttempt(a: Attempt, retryMs: number): Promise<Waited | undefined> {
   const { st, o } = a;
   const entry: QueueEntry = {
     clientId: st.id,
@@ -401,8 +417,9 @@ async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
       if (r.fence !== undefined) {
         const lease = a.fromReply(r, t0);
         if (lease) return took(lease, true);
-        waiter.state = "queued"; // past its deadline when the reply came: undone, wait again
-        continue;
+        waiter.state = "ended"; // past its deadline when the reply came: undone, and this attempt is over
+        leave();
+        return undefined;
       }
       a.late = undefined; // held by someone: that is why, if the wait runs out
       waiter.queued(r, t0);
