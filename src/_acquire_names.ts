@@ -28,7 +28,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
   const start = performance.now();
   const until = start + o.waitMs;
   const keys = names.map((n) => keysOf(o.prefix, n));
-  const owner = ownerOfNames(st, keys, o);
+  let owner = ownerOfNames(st, keys, o);
   /** Wait briefly for give-backs (a healthy Redis has them done when acquire rejects), within the caller's bounds. */
   const settle = (p: Promise<unknown>, aborted = ABORT_CLEANUP_MS) => {
     const left = o.signal?.aborted
@@ -50,7 +50,8 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
     const t0 = performance.now();
     const bound = { until: until + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
     const attempt = attemptId();
-    const undo = () => Promise.all(keys.map((k) => giveBack(st, k, { kind: "x", owner, attempt }, o.ms, o.name)));
+    const args = { kind: "x", owner, attempt } as const;
+    const undo = () => Promise.all(keys.map((k) => giveBack(st, k, args, o.ms, o.name)));
     let r: number[] | number;
     try {
       r = await acquireAllCall(st, keys, { kind: "x", owner, ms: o.ms, attempt }, bound);
@@ -84,6 +85,9 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
         if (p.hold.handles.length === 0) p.hold.stop();
       }
       await Promise.race([undo(), nap(Math.max(0, Math.min(until - performance.now(), 1_000)), undefined)]);
+      // An undo that has not settled may still run after the names are taken below (an undo re-sent after NOSCRIPT
+      // runs after the commands sent meanwhile): a new generated owner re-enters nothing it could drop.
+      if (o.owner === undefined) owner = newOwner(o);
     } else if (o.waitMs === 0) {
       throw failed(new LockTimeoutError(names[r - 1], -1, performance.now() - start));
     }

@@ -3,7 +3,9 @@
 // outcome may depend on two commands running in the order they were sent.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { acquire, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { acquire, extend, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { redlock } from "../src/redlock.ts";
+import { type Masters, startMasters } from "./_servers/masters.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
@@ -53,4 +55,33 @@ describe("ordering: no outcome depends on two commands running in the order sent
       assert.equal((await inspect(other, name)).held, false, "which frees it");
     });
   }
+});
+
+describe("ordering: Redlock", () => {
+  let masters: Masters;
+  let clients: Client[];
+  let plain: Client;
+  before(async () => {
+    masters = await startMasters(3);
+    clients = await Promise.all(masters.map((m) => m.client()));
+    plain = await masters[0].client();
+  });
+  after(async () => {
+    await masters.stopAll();
+  });
+
+  test("a renewal that runs after the release (re-sent after NOSCRIPT) does not put the lease back on that master", async () => {
+    const name = fresh();
+    const lease = await acquire(redlock(clients), name);
+    // Master 0 lost its scripts, then ran acquire.lua and release.lua again (another lease): extend.lua is not cached.
+    await plain.sendCommand(["SCRIPT", "FLUSH"]);
+    await release(await acquire(plain, fresh()));
+    // The renewal's EVALSHA meets NOSCRIPT on master 0 and is re-sent as EVAL, after the release sent meanwhile.
+    const renewed = extend(lease);
+    assert.equal(await release(lease), true);
+    await renewed;
+    for (const [i, c] of clients.entries()) {
+      assert.equal((await inspect(c, name)).held, false, `master ${i} does not hold the released lease`);
+    }
+  });
 });
