@@ -168,7 +168,10 @@ class Attempt {
 
   /** Set when a grant came too late to use: the reason a wait that then runs out gives. */
   late: Error | undefined;
-  #lateUndo: Promise<void> | undefined;
+  /** Resolves (true) once the undo of the latest late grant has run in Redis; undefined after restart(). */
+  #lateUndone: Promise<boolean> | undefined;
+  /** When that grant lapses by its TTL at the latest (performance.now() clock). */
+  #lateLapse = 0;
 
   /** A grant from reply `r` to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
   fromReply(r: { fence: number; fenceText?: string }, t0: number): LeaseImpl | undefined {
@@ -179,23 +182,34 @@ class Attempt {
     );
     if (lease) return lease;
     this.late = new Error(`the lease was granted, but its reply came after the lease ran out (${this.o.ms} ms)`);
-    this.#lateUndo = this.undo();
+    // (Redis set its TTL before the reply left.)
+    this.#lateLapse = performance.now() + this.o.ms + drift(this.o.ms);
+    this.#lateUndone = new Promise<boolean>((undone) => void this.undo(undefined, () => undone(true)));
     return undefined;
   }
 
   /**
-   * Start over as a new attempt once the undo of this one settled (bounded): a retry must never be mistaken for —
-   * or re-enter onto — the grant being undone. Requests may overtake one another: over HTTP, and on one connection
-   * too, where an undo whose EVALSHA meets NOSCRIPT (a failover, a restart, a flush) is re-sent as EVAL after the
-   * commands sent meanwhile. The undo names the old attempt, so it cannot free what the new one is granted.
+   * Start over as a new attempt after a late grant: a retry must never be mistaken for — or re-enter onto — the
+   * grant being undone. Requests may overtake one another: over HTTP, and on one connection too, where an undo whose
+   * EVALSHA meets NOSCRIPT (a failover, a restart, a flush) is re-sent as EVAL after the commands sent meanwhile.
+   * The undo names the old attempt, so it cannot free what the new one is granted; a generated owner is new too, so
+   * the new attempt cannot re-enter the old grant either, and waits for the undo only briefly (up to 1 s: the lease is
+   * likely free once it has run). A fixed owner would re-enter the old grant (holds count by owner), and its undo
+   * would then drop nothing: it waits until the undo has run or the grant has lapsed by its TTL, and fails with
+   * LockTimeoutError when the wait runs out first. Both waits end at an abort.
    */
   async restart(): Promise<void> {
-    await Promise.race([
-      this.#lateUndo,
-      nap(Math.max(0, Math.min(this.deadline - performance.now(), 1_000)), undefined),
-    ]);
+    const o = this.o, undone = this.#lateUndone;
+    if (undone) {
+      this.#lateUndone = undefined;
+      const fixed = o.owner !== undefined;
+      const until = Math.min(this.deadline, fixed ? this.#lateLapse : performance.now() + 1_000);
+      const ran = await within(undone, until - performance.now(), o.signal);
+      o.signal?.throwIfAborted();
+      if (fixed && !ran && performance.now() < this.#lateLapse) throw this.timeout(-1);
+    }
     this.id = attemptId();
-    if (this.o.owner === undefined) this.owner = newOwner(this.o);
+    if (o.owner === undefined) this.owner = newOwner(o);
   }
 
   granted(fence: number, deadline: number, claimAt?: number, fenceText?: string): Granted {
@@ -214,13 +228,14 @@ class Attempt {
   /**
    * Give back whatever this attempt took (its queue entry, and the hold it was granted if any) once Redis
    * answers: retried on errors until its grant would have lapsed by TTL anyway. Settles at the first answer
-   * (done, or failed and retried in the background); callers wait for it only briefly, if at all.
+   * (done, or failed and retried in the background); callers wait for it only briefly, if at all. `ran` is called
+   * once Redis has run it (at whichever try).
    */
-  undo(entry?: QueueEntry): Promise<void> {
+  undo(entry?: QueueEntry, ran?: () => void): Promise<void> {
     this.undone = true;
     // This attempt's, even if retried after a restart.
     const args = { kind: this.o.kind, owner: this.owner, attempt: this.id, entry };
-    return giveBack(this.st, this.keys, args, this.o.ms, this.o.name);
+    return giveBack(this.st, this.keys, args, this.o.ms, this.o.name, 0, ran);
   }
 
   /** The error to reject with: the signal's reason, a LockTimeoutError for a bound that passed, else as is. */
@@ -243,7 +258,8 @@ class Attempt {
 /**
  * Send the release (or undo) `args` until Redis answers: errors are retried with backoff until `ms` from now (when
  * the hold would have lapsed by TTL anyway); a timeout is not (the command is still queued in the client, and runs
- * when Redis is back, or is lost). Settles at the first answer or failure; `delayMs` postpones the first send.
+ * when Redis is back, or is lost). Settles at the first answer or failure; `delayMs` postpones the first send; `ran`
+ * is called once Redis has run it (at whichever try).
  */
 export function giveBack(
   st: ClientState,
@@ -252,11 +268,15 @@ export function giveBack(
   ms: number,
   name: string,
   delayMs = 0,
+  ran?: () => void,
 ): Promise<void> {
   const until = performance.now() + ms;
   return new Promise<void>((settled) => {
     const send = (backoff: number): void =>
-      void releaseCall(st, keys, args, { until, name }).then(() => settled(), (e) => {
+      void releaseCall(st, keys, args, { until, name }).then(() => {
+        ran?.();
+        settled();
+      }, (e) => {
         settled();
         if (!(e instanceof RedisTimeoutError) && performance.now() + backoff < until) {
           unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
@@ -275,6 +295,16 @@ export function giveBack(
     if (delayMs > 0) unrefTimeout(() => send(delayMs), delayMs);
     else send(50);
   });
+}
+
+/**
+ * Whether `p` resolves true within `ms` (false when the time runs out or `signal` aborts first); the timer is cleared
+ * as soon as `p` settles.
+ */
+export function within(p: Promise<boolean>, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  let end: (() => void) | undefined;
+  const timeUp = nap(Math.max(0, ms), signal, (wake) => (end = wake)).then(() => false);
+  return Promise.race([p.then((v) => (end?.(), v)), timeUp]);
 }
 
 /** acquire() after validation. */

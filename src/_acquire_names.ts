@@ -4,7 +4,7 @@
 // for the lowest name they share first. Any failure gives back what was taken (retried until it would have lapsed
 // anyway), without holding up the caller beyond its bounds.
 import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, type ClientState, type RedisLike, stateOf } from "./_client.ts";
-import { acquireResolved, giveBack } from "./_acquire.ts";
+import { acquireResolved, giveBack, within } from "./_acquire.ts";
 import { acquiredEvent, eventKind, failedEvent } from "./_events.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
@@ -51,7 +51,8 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
     const bound = { until: until + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
     const attempt = attemptId();
     const args = { kind: "x", owner, attempt } as const;
-    const undo = () => Promise.all(keys.map((k) => giveBack(st, k, args, o.ms, o.name)));
+    // (`ran` is told once each name's undo has run in Redis.)
+    const undo = (ran?: () => void) => Promise.all(keys.map((k) => giveBack(st, k, args, o.ms, o.name, 0, ran)));
     let r: number[] | number;
     try {
       r = await acquireAllCall(st, keys, { kind: "x", owner, ms: o.ms, attempt }, bound);
@@ -84,10 +85,21 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
         p.hold.handles.splice(p.hold.handles.indexOf(p), 1);
         if (p.hold.handles.length === 0) p.hold.stop();
       }
-      await Promise.race([undo(), nap(Math.max(0, Math.min(until - performance.now(), 1_000)), undefined)]);
-      // An undo that has not settled may still run after the names are taken below (an undo re-sent after NOSCRIPT
-      // runs after the commands sent meanwhile): a new generated owner re-enters nothing it could drop.
-      if (o.owner === undefined) owner = newOwner(o);
+      // An undo may run after the names are taken below (an undo re-sent after NOSCRIPT runs after the commands sent
+      // meanwhile). A generated owner is new for them, so they cannot re-enter what it drops: wait for it briefly. A
+      // fixed owner would re-enter the grants being undone (and the undo then drop nothing): wait until every undo
+      // has run or the grants have lapsed by their TTL, and fail if the wait runs out first (see Attempt#restart).
+      const lapse = performance.now() + o.ms + drift(o.ms);
+      let left = keys.length;
+      const ran = new Promise<boolean>((all) => void undo(() => void (--left === 0 && all(true))));
+      const fixed = o.owner !== undefined;
+      const waitUntil = Math.min(until, fixed ? lapse : performance.now() + 1_000);
+      const done = await within(ran, waitUntil - performance.now(), o.signal);
+      if (o.signal?.aborted) throw failed(o.signal.reason);
+      if (fixed && !done && performance.now() < lapse) {
+        throw failed(new LockTimeoutError(o.name, -1, performance.now() - start));
+      }
+      if (!fixed) owner = newOwner(o);
     } else if (o.waitMs === 0) {
       throw failed(new LockTimeoutError(names[r - 1], -1, performance.now() - start));
     }

@@ -15,7 +15,7 @@ import {
   stateOf,
 } from "./_client.ts";
 import { drift, grant, type Hold, holdMap, type LeaseImpl, type Target } from "./_hold.ts";
-import { acquireCall, attemptId, extendCall, holdId, keysOf, ownerFor, releaseCall } from "./_protocol.ts";
+import { acquireCall, attemptId, extendCall, holdId, keysOf, newOwner, ownerFor, releaseCall } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LeaseKindError, LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
@@ -32,6 +32,13 @@ const nodeFences = new WeakMap<Hold, Array<number | undefined>>();
 function fenceOn(hold: Hold, node: number): number | undefined {
   return nodeFences.get(hold)?.[node];
 }
+
+/**
+ * Each master's latest renewal call for a Redlock hold, until it settles (the node's own call, not the per-node
+ * timeout): a release on that master is sent after it, since a renewal re-sent after NOSCRIPT would otherwise run
+ * after the release and put the lease back there (a renewal re-establishes the lease where it is free).
+ */
+const nodeRenewals = new WeakMap<Hold, Array<Promise<unknown> | undefined>>();
 
 export function groupOf(clients: readonly RedisLike[], nodeTimeoutMs: number): RedlockGroup {
   const states = clients.map(stateOf);
@@ -83,22 +90,27 @@ export class RedlockGroup implements Target {
   async renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean> {
     const t0 = performance.now();
     const fences = nodeFences.get(hold);
-    const rs = await this.all((st, i) =>
-      extendCall(st, hold.keys, {
+    let calls = nodeRenewals.get(hold);
+    if (!calls) nodeRenewals.set(hold, calls = []);
+    const rs = await this.all((st, i) => {
+      const call = extendCall(st, hold.keys, {
         kind: hold.kind,
         owner: hold.owner,
         ms,
         fence: fenceOn(hold, i),
         reestablish: true,
         exact,
-      }, bound).then(
+      }, bound);
+      const settled = calls[i] = call.then(() => {}, () => {});
+      settled.then(() => void (calls[i] === settled && (calls[i] = undefined)));
+      return call.then(
         (r) => {
           if (typeof r === "boolean") return r ? 1 : 0;
           if (fences) fences[i] = r.fence; // re-established: this node's fence for the hold from now on
           return 1;
         },
-      )
-    );
+      );
+    });
     const ok = rs.filter((r) => r === 1).length;
     if (ok >= this.quorum && performance.now() - t0 < ms - drift(ms)) return true;
     if (rs.filter((r) => r === 0).length > this.nodes.length - this.quorum) return false;
@@ -118,7 +130,11 @@ export class RedlockGroup implements Target {
       let released = 0, notHeld = 0, answered = 0;
       const errors: unknown[] = [];
       this.nodes.forEach((st, i) => {
-        releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound).then(
+        const send = () =>
+          releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound);
+        // After the node's renewal in flight, if any (within the release's bound): see nodeRenewals.
+        const renewal = nodeRenewals.get(hold)?.[i];
+        (renewal ? bounded(renewal, bound).then(send, send) : send()).then(
           (r) => void (r === "not-held" ? notHeld++ : released++),
           (e) => void errors.push(e),
         ).finally(() => {
@@ -163,7 +179,7 @@ async function acquireOn(
   waited?: { queued: boolean },
 ): Promise<LeaseImpl> {
   const keys = keysOf(o.prefix, o.name);
-  const owner = ownerFor(group, keys, o);
+  let owner = ownerFor(group, keys, o);
   const start = performance.now();
   const deadline = start + o.waitMs;
   // The whole call is bounded like a single-node acquire, whatever nodeTimeoutMs is.
@@ -256,5 +272,8 @@ async function acquireOn(
     const pause = Math.min(left, retryDelayMs * (0.5 + Math.random()));
     await nap(pause, o.signal);
     o.signal?.throwIfAborted();
+    // A generated owner is new per try: an undo of this try that runs after the next one (re-sent after NOSCRIPT, or
+    // slower than the per-node timeout) cannot meet a hold the next try re-entered. (A fixed owner's can: see README.)
+    if (o.owner === undefined) owner = newOwner(o);
   }
 }

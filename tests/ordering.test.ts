@@ -3,10 +3,13 @@
 // outcome may depend on two commands running in the order they were sent.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { acquire, extend, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { acquire, type Driver, extend, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
+import { nodeRedis } from "../src/adapters/node_redis.ts";
+import { acquire as ACQUIRE } from "../src/_scripts.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Masters, startMasters } from "./_servers/masters.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { pollFor } from "./_servers/wait.ts";
 
 let srv: RedisServer;
 let waiter: Client;
@@ -57,6 +60,73 @@ describe("ordering: no outcome depends on two commands running in the order sent
   }
 });
 
+/**
+ * A real driver whose first acquire.lua call is sent `delayMs` late, so that its grant (taken at once) comes later
+ * than its lease allows; once that reply is in, writes pause for `pauseMs`, so the grant's undo answers late.
+ */
+function lateFirstGrant(client: Client, delayMs: number, pauseMs: number): Driver {
+  const real = nodeRedis(client);
+  let first = true;
+  return {
+    ...real,
+    evalScript: async (sha, keys, args, signal) => {
+      if (sha !== ACQUIRE.sha || !first) return real.evalScript(sha, keys, args, signal);
+      first = false;
+      await sleep(delayMs);
+      const reply = await real.evalScript(sha, keys, args, signal);
+      await admin.sendCommand(["CLIENT", "PAUSE", String(pauseMs), "WRITE"]);
+      return reply;
+    },
+  };
+}
+
+describe("ordering: a late grant's undo that answers late", () => {
+  before(async () => {
+    srv = await startRedis();
+    [waiter, other, admin] = [await srv.client(), await srv.client(), await srv.client()];
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("a fixed owner waits for it (else its new attempt would re-enter the grant being undone)", async () => {
+    const name = fresh();
+    await onlyAcquireCached();
+    // The grant (2000 ms lease) is late; its undo meets NOSCRIPT only when writes resume 1500 ms later, and is re-sent.
+    const lease = await acquire(lateFirstGrant(waiter, 2_100, 1_500), name, {
+      leaseMs: 2_000,
+      waitMs: 10_000,
+      owner: "worker-1",
+    });
+    assert.deepEqual((await inspect(other, name)).owners.map((o) => [o.owner, o.holds]), [[lease.owner, 1]]);
+    assert.equal(await release(lease), true);
+    assert.equal((await inspect(other, name)).held, false, "the one release frees it");
+  });
+
+  test("an abort while waiting for it rejects at once", async () => {
+    const name = fresh();
+    await onlyAcquireCached();
+    const abort = new AbortController();
+    const acquiring = acquire(lateFirstGrant(waiter, 2_100, 1_500), name, {
+      leaseMs: 2_000,
+      waitMs: 10_000,
+      signal: abort.signal,
+    });
+    await sleep(2_300); // the late grant is in, its undo is waiting for writes to resume
+    const t0 = performance.now();
+    abort.abort(new Error("stop"));
+    await assert.rejects(acquiring, /stop/);
+    const ms = performance.now() - t0;
+    assert.ok(ms < 250, `rejected ${Math.round(ms)} ms after the abort`);
+    await sleep(1_000); // writes resume at ~3600 ms, and the undo runs
+    await pollFor(
+      "the undone grant to be gone",
+      async () => (await inspect(other, name)).held ? undefined : true,
+      3_000,
+    );
+  });
+});
+
 describe("ordering: Redlock", () => {
   let masters: Masters;
   let clients: Client[];
@@ -83,5 +153,36 @@ describe("ordering: Redlock", () => {
     for (const [i, c] of clients.entries()) {
       assert.equal((await inspect(c, name)).held, false, `master ${i} does not hold the released lease`);
     }
+  });
+
+  test("a renewal that runs after the release does not put the lease back where the hold had no fence", async () => {
+    const name = fresh();
+    // Master 0 is held by another client when the group acquires: the hold has no fence there.
+    await acquire(plain, name, { leaseMs: 300 });
+    const lease = await acquire(redlock(clients), name);
+    await sleep(400); // free on master 0 again; the watchdog renews only every 10 s
+    await plain.sendCommand(["SCRIPT", "FLUSH"]);
+    await release(await acquire(plain, fresh())); // extend.lua not cached on master 0
+    const renewed = extend(lease);
+    assert.equal(await release(lease), true);
+    await renewed;
+    for (const [i, c] of clients.entries()) {
+      assert.equal((await inspect(c, name)).held, false, `master ${i} does not hold the released lease`);
+    }
+  });
+
+  test("renewals still put the lease back on a master that restarted empty, after a contender tried there", async () => {
+    const name = fresh();
+    const contender = await Promise.all(masters.map((m) => m.client()));
+    const lease = await acquire(redlock(clients), name, { watchdogMs: 900 });
+    await plain.sendCommand(["FLUSHALL"]); // master 0 restarted empty
+    // Granted on master 0 alone, then undone there: master 0 keeps the contender's (newer) fence.
+    await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError);
+    await sleep(900); // the holder's renewals (every 300 ms)
+    assert.equal((await inspect(plain, name)).held, true, "the holder's renewal put it back on master 0");
+    await (await masters[1].client()).sendCommand(["FLUSHALL"]); // then master 1 restarted empty
+    await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError, "nobody else gets it");
+    assert.equal(lease.signal.aborted, false);
+    assert.equal(await release(lease), true);
   });
 });
