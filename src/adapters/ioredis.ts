@@ -224,6 +224,10 @@ function clusterDriver(cluster: IORedisCluster): Driver {
       const shas = await Promise.all(masters.map((m) => m.script("LOAD", source)));
       return String(shas[0]);
     },
+    // ioredis follows redirections and sends a command again after CLUSTERDOWN (while a failed master is not
+    // replaced yet) and after a closed connection, up to `maxRedirections` times in all, then fails with this error.
+    // What ioredis takes to be safe to send again, redlease sends again too, while its caller waits.
+    unsent: (e) => (e as Error)?.message?.startsWith("Too many Cluster redirections."),
     // WAIT counts the replicas that acknowledged the writes of *this connection*: send it to the connection of
     // the master that serves the key's slot, the one EVALSHA used.
     command: (key, [cmd, ...rest]) => {
