@@ -61,7 +61,25 @@ function evals(send: (keys: readonly string[], command: string[]) => Promise<unk
 export function nodeRedisDriver(c: unknown): Driver {
   if (has(c, "sSubscribe", "nodeClient") && Array.isArray((c as Cluster).masters)) {
     const cl = c as Cluster;
-    const send = rediscovering(cl);
+    // channel → its listeners. node-redis drops the sharded subscriptions of a master that rediscovery drops (a dead
+    // one): after each rediscovery they are subscribed again (no command where still subscribed), on the new
+    // master, and waiters re-check for what they missed.
+    const subs = new Map<string, Set<Listener>>();
+    let resubscribed: (() => void) | undefined;
+    const forget = (ch: string, l: Listener) => {
+      const ls = subs.get(ch);
+      if (ls?.delete(l) && !ls.size) subs.delete(ch);
+    };
+    const send = rediscovering(cl, () => {
+      const again = [...subs].flatMap(([ch, ls]) =>
+        [...ls].map((l) =>
+          cl.sSubscribe(ch, l).then(() => {
+            if (!subs.get(ch)?.has(l)) return cl.sUnsubscribe(ch, l); // unsubscribed meanwhile
+          })
+        )
+      );
+      if (again.length) Promise.allSettled(again).then(() => resubscribed?.());
+    });
     return {
       sharded: true,
       // EVAL (after NOSCRIPT) goes to the master of keys[0], and caches the script there: lazily, per master.
@@ -75,8 +93,22 @@ export function nodeRedisDriver(c: unknown): Driver {
         return String(shas[0]);
       },
       command: (key, args) => send(key, [...args]),
-      subscribe: async (ch, l) => void await cl.sSubscribe(ch, l),
-      unsubscribe: async (ch, l) => void await cl.sUnsubscribe(ch, l),
+      subscribe: async (ch, l) => {
+        let ls = subs.get(ch);
+        if (!ls) subs.set(ch, ls = new Set());
+        ls.add(l);
+        try {
+          await cl.sSubscribe(ch, l);
+        } catch (e) {
+          forget(ch, l);
+          throw e;
+        }
+      },
+      unsubscribe: async (ch, l) => {
+        forget(ch, l);
+        await cl.sUnsubscribe(ch, l);
+      },
+      onResubscribed: (fn) => void (resubscribed = fn),
       // Queued for a master that rediscovery dropped (see rediscovering): never sent, so sent again.
       unsent: (e) => (e as Error)?.message === "Disconnects client",
     };
@@ -163,9 +195,13 @@ const ASK_NOWHERE = ["EVAL", "return redis.error_reply('ASK 0 redlease:rediscove
  * promoted replica. Neither version has a public way to rediscover, so this answers a command with an ASK to a node
  * it cannot know (a script that returns that error), sent to a master that is up: node-redis then rediscovers the
  * slots from that master (CLUSTER SLOTS), drops the dead master's connection, and rejects what was queued for it
- * with "Disconnects client" — never sent, so redlease sends it again (see `unsent`) while its caller waits.
+ * with "Disconnects client" — never sent, so redlease sends it again (see `unsent`) while its caller waits. Then
+ * `rediscovered` is called.
  */
-function rediscovering(cl: Cluster): (key: string | undefined, args: string[]) => Promise<unknown> {
+function rediscovering(
+  cl: Cluster,
+  rediscovered: () => void,
+): (key: string | undefined, args: string[]) => Promise<unknown> {
   let epoch = 0, young = 0, old = 0, last = -Infinity, sweeping = false;
   const rediscover = (): void => {
     const now = performance.now();
@@ -178,7 +214,7 @@ function rediscovering(cl: Cluster): (key: string | undefined, args: string[]) =
     // A key of one of that master's slots (a few CRC16s: a master serves a fair share of the slots).
     for (let i = 0; i < 1_000; i++) {
       const key = `{redlease:${i}}`;
-      if (slots[slotOf(key)]?.master === m) return void cl.sendCommand(key, false, ASK_NOWHERE).catch(() => {});
+      if (slots[slotOf(key)]?.master === m) return void cl.sendCommand(key, false, ASK_NOWHERE).catch(rediscovered);
     }
   };
   // Every SWEEP_MS while calls are pending: calls older than a sweep that still wait are stuck (queued for a master

@@ -74,13 +74,19 @@ async function failover(kind: string, make: (c: StartedCluster) => Promise<Made>
     // Warm every client on M's shard (scripts cached, waiter channel known).
     await release(await acquire(p.client, nameOn(c, m.port)));
     const holder = await acquire(h.client, held, { watchdogMs: HOLDER_MS });
+    // A second name of M's slots whose holder lives through the failover (its renewals go to the new master once
+    // its client has rediscovered), with a waiter that subscribed on M before the kill.
+    const kept = nameOn(c, m.port);
+    const keeper = await acquire(p.client, kept, { watchdogMs: 10_000 });
+    const waiter2 = acquire(w.client, kept, { waitMs: 30_000 });
     let waitedAt = NaN;
     const waiter = acquire(w.client, held, { waitMs: 30_000 }).then(
       (l: Lease) => (waitedAt = performance.now(), l),
       (e: unknown) => (waitedAt = performance.now(), e as Error),
     );
-    for (let i = 0; i < 100 && (await inspect(p.client, held)).waiters !== 1; i++) await sleep(20);
-    assert.equal((await inspect(p.client, held)).waiters, 1, "the waiter is queued");
+    const queued = async () => (await inspect(p.client, held)).waiters + (await inspect(p.client, kept)).waiters;
+    for (let i = 0; i < 100 && await queued() !== 2; i++) await sleep(20);
+    assert.equal(await queued(), 2, "the waiters are queued");
 
     await sleep(HOLDER_MS / 3 + 50); // just renewed: the lease now lasts up to 2 s after the kill
     const killed = performance.now();
@@ -135,6 +141,18 @@ async function failover(kind: string, make: (c: StartedCluster) => Promise<Made>
       })`,
     );
     await release(got as Lease);
+    // The keeper's lease lived through the failover; its release hands the lease to the waiter that subscribed
+    // before it, by a message on the new master (a waiter that missed it would re-check only on its heartbeat).
+    assert.equal(keeper.signal.aborted, false, `${kind}: the keeper's lease was kept across the failover`);
+    const t0 = performance.now();
+    assert.equal(await release(keeper), true);
+    const next = await waiter2;
+    const handoff = performance.now() - t0;
+    console.log(
+      `${kind}: after the failover, a release handed the lease to a waiter from before it in ${handoff.toFixed(0)} ms`,
+    );
+    assert.ok(handoff < 300, `${kind}: handoff took ${handoff.toFixed(0)} ms`);
+    await release(next);
   } finally {
     await Promise.all(made.map((x) => x.close().catch(() => {})));
     await c.stop();
