@@ -54,10 +54,11 @@ function nameOn(c: StartedCluster, port: number): string {
   }
 }
 
-const HOLDER_MS = 2_000;
+/** The holder's watchdog: its lease lapses about 4 s after the kill, typically 1.5 s after the promotion. */
+const HOLDER_MS = 4_000;
 
 /**
- * Hold a name of master M's slots (watchdog 2 s) on one client, queue a waiter for it on another, SIGKILL M and
+ * Hold a name of master M's slots (watchdog 4 s) on one client, queue a waiter for it on another, SIGKILL M and
  * its holder's client together (the holder dies with the master), wait until M's replica reports role master,
  * and measure from that promotion to the first successful acquire of a fresh name on M's slots (a third client
  * trying every 50 ms from the kill on, waitMs 0), and to the waiter's grant.
@@ -88,7 +89,7 @@ async function failover(kind: string, make: (c: StartedCluster) => Promise<Made>
     for (let i = 0; i < 100 && await queued() !== 2; i++) await sleep(20);
     assert.equal(await queued(), 2, "the waiters are queued");
 
-    await sleep(HOLDER_MS / 3 + 50); // just renewed: the lease now lasts up to 2 s after the kill
+    await sleep(HOLDER_MS / 3 + 50); // just renewed: the lease now lasts up to 4 s after the kill
     const killed = performance.now();
     await c.kill(m.port);
     h.close().catch(() => {});
@@ -135,7 +136,7 @@ async function failover(kind: string, make: (c: StartedCluster) => Promise<Made>
     assert.ok(firstMs <= 2_000, `${kind}: first grant ${firstMs.toFixed(0)} ms after the promotion (want <= 2000)`);
     assert.ok(got && !(got instanceof Error), `${kind}: the waiter was granted the lease (${String(got)})`);
     assert.ok(
-      waiterMs <= Math.max(0, holderEnd) + 2_000,
+      waiterMs <= Math.max(0, holderEnd) + 1_000,
       `${kind}: waiter granted ${waiterMs.toFixed(0)} ms after the promotion (the holder's lease lapsed by ${
         holderEnd.toFixed(0)
       })`,
