@@ -92,7 +92,8 @@ export function nodeRedisDriver(c: unknown): Driver {
         );
         return String(shas[0]);
       },
-      command: (key, args) => send(key, [...args]),
+      // (Not watched: WAIT may block for longer than a sweep.)
+      command: (key, args) => cl.sendCommand(key, false, [...args]),
       subscribe: async (ch, l) => {
         let ls = subs.get(ch);
         if (!ls) subs.set(ch, ls = new Set());
