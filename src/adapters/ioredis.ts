@@ -8,7 +8,9 @@
  * - Cluster: a script is sent in full to a master the first time a call there answers `NOSCRIPT`. Waiters are
  *   woken by sharded pub/sub only when the cluster was created with `shardedSubscribers: true` (ioredis routes
  *   `SSUBSCRIBE` per shard only then); otherwise they poll with jittered backoff bounded by the holder's TTL.
- *   `replicas` sends `WAIT` to the master that serves the lease's slot, on the connection that wrote it.
+ *   `replicas` sends `WAIT` to the master that serves the lease's slot, on the connection that wrote it. After a
+ *   master fails, ioredis rediscovers the slots by itself; a call it gives up on meanwhile (`Too many Cluster
+ *   redirections`) is sent again while its caller waits.
  *
  * @example
  * ```ts
