@@ -44,8 +44,12 @@ const CORE = "mod";
 // say it too (+0.18 KB, nearly all the holder set's purge, inlined in every script that frees room); 19.5 KB for
 // what holds the events together: a hold and handle told of only once its acquisition was (no end without a start,
 // so a held-leases counter never goes below zero), and no clock read for a hold without a handler (19,469 B). Each
-// further kind of lease moves it by what it measurably adds, said here.
-const CORE_BUDGET_GZIP = 19_968;
+// further kind of lease moves it by what it measurably adds, said here. Raised to 20.25 KB by issue 27 (a failed-over
+// cluster master's leases back within seconds: 19,869 → 20,496 B, +0.6 KB — node-redis cluster clients asked to
+// rediscover their slots when calls to them fail or hang, with the CRC16 that picks a live master's key, their
+// sharded subscriptions made again after it, and calls that Redis never ran — CLUSTERDOWN, or queued for a dropped
+// node — sent again while their caller waits).
+const CORE_BUDGET_GZIP = 20_736;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 

@@ -263,7 +263,9 @@ export class ClientState implements Target {
    * another call started sending the text after this call's EVALSHA left (the NOSCRIPT may predate that send), this
    * call waits for that send to end and EVALSHAs again instead, so concurrent first calls send the text once. It
    * only waits, never takes that send's outcome: a send carrying another caller's signal can cost it a round trip
-   * when aborted, never fail it. TRYAGAIN (a multi-key command during a slot migration) is retried for up to ~2 s.
+   * when aborted, never fail it. What Redis did not run is sent again while the caller waits: TRYAGAIN (a multi-key
+   * command during a slot migration), CLUSTERDOWN (a cluster master failed and is not replaced yet), and what the
+   * driver says never reached Redis (`unsent`: queued for a cluster node the client has since dropped).
    * Nothing is sent again once the caller has given up (its bound passed or its signal aborted): the caller's undo
    * may already be on its way, and a command sent after it would run after it. The call then fails as its bound
    * would have failed it.
@@ -308,8 +310,11 @@ export class ClientState implements Target {
         e = x;
       }
     }
-    if (errorCode(e) !== "TRYAGAIN" || call.tries++ >= 100 || signal?.aborted) throw e;
-    await sleep(20);
+    // Not run: sent again while the caller waits (an unbounded call 100 times at most).
+    const code = errorCode(e);
+    const ms = code === "TRYAGAIN" || d.unsent?.(e) ? 20 : code === "CLUSTERDOWN" ? 100 : 0;
+    if (!ms || (call.tries++ >= 100 && !(b && b.until < Infinity)) || signal?.aborted) throw e;
+    await sleep(ms);
     return again();
   }
 

@@ -1,6 +1,8 @@
 // A Driver over node-redis clients (v4 and v5): standalone, cluster and sentinel, recognised by shape so that
 // no node-redis code is imported.
 import type { Driver } from "./driver.ts";
+import { slotOf } from "./adapters/_slot.ts";
+import { unrefTimeout } from "./_timers.ts";
 
 type Listener = (message: string) => void;
 type Fn = (...args: never[]) => unknown;
@@ -20,7 +22,9 @@ interface Cluster {
   sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
   sSubscribe(channel: string, listener: Listener): Promise<unknown>;
   sUnsubscribe(channel: string, listener: Listener): Promise<unknown>;
-  masters: Array<unknown>;
+  masters: Array<{ client?: { isReady?: boolean } }>;
+  /** slot → its shard, as the client last learnt it. */
+  slots?: ArrayLike<{ master: unknown } | undefined>;
   nodeClient(node: unknown):
     | { sendCommand(args: string[]): Promise<unknown> }
     | Promise<{
@@ -57,10 +61,29 @@ function evals(send: (keys: readonly string[], command: string[]) => Promise<unk
 export function nodeRedisDriver(c: unknown): Driver {
   if (has(c, "sSubscribe", "nodeClient") && Array.isArray((c as Cluster).masters)) {
     const cl = c as Cluster;
+    // channel → its listeners. node-redis drops the sharded subscriptions of a master that rediscovery drops (a dead
+    // one): after each rediscovery they are subscribed again (no command where still subscribed), on the new
+    // master, and waiters re-check for what they missed.
+    const subs = new Map<string, Set<Listener>>();
+    let resubscribed: (() => void) | undefined;
+    const forget = (ch: string, l: Listener) => {
+      const ls = subs.get(ch);
+      if (ls?.delete(l) && !ls.size) subs.delete(ch);
+    };
+    const send = rediscovering(cl, () => {
+      const again = [...subs].flatMap(([ch, ls]) =>
+        [...ls].map((l) =>
+          cl.sSubscribe(ch, l).then(() => {
+            if (!subs.get(ch)?.has(l)) return cl.sUnsubscribe(ch, l); // unsubscribed meanwhile
+          })
+        )
+      );
+      if (again.length) Promise.allSettled(again).then(() => resubscribed?.());
+    });
     return {
       sharded: true,
       // EVAL (after NOSCRIPT) goes to the master of keys[0], and caches the script there: lazily, per master.
-      ...evals((keys, command) => cl.sendCommand(keys[0], false, command)),
+      ...evals((keys, command) => send(keys[0], command)),
       // (redlease uses evalSource; a driver built on this one without it loads here.) Every master: a slot may move
       // (MOVED/ASK) to a master that has never seen the script.
       loadScript: async (source) => {
@@ -69,9 +92,26 @@ export function nodeRedisDriver(c: unknown): Driver {
         );
         return String(shas[0]);
       },
+      // (Not watched: WAIT may block for longer than a sweep.)
       command: (key, args) => cl.sendCommand(key, false, [...args]),
-      subscribe: async (ch, l) => void await cl.sSubscribe(ch, l),
-      unsubscribe: async (ch, l) => void await cl.sUnsubscribe(ch, l),
+      subscribe: async (ch, l) => {
+        let ls = subs.get(ch);
+        if (!ls) subs.set(ch, ls = new Set());
+        ls.add(l);
+        try {
+          await cl.sSubscribe(ch, l);
+        } catch (e) {
+          forget(ch, l);
+          throw e;
+        }
+      },
+      unsubscribe: async (ch, l) => {
+        forget(ch, l);
+        await cl.sUnsubscribe(ch, l);
+      },
+      onResubscribed: (fn) => void (resubscribed = fn),
+      // Queued for a master that rediscovery dropped (see rediscovering): never sent, so sent again.
+      unsent: (e) => (e as Error)?.message === "Disconnects client",
     };
   }
   if (has(c, "getMasterNode", "sendCommand", "subscribe")) {
@@ -139,5 +179,68 @@ export function nodeRedisDriver(c: unknown): Driver {
       if (sub) await (await sub).unsubscribe(ch, l);
     },
     onResubscribed: (fn) => void (resubscribed = fn),
+  };
+}
+
+/** How often stuck calls are looked for, and the least time between two rediscoveries, ms. */
+const SWEEP_MS = 250;
+const REDISCOVER_MS = 500;
+/** An ASK redirection to a node no client knows: node-redis rediscovers the slots, then fails the command. */
+const ASK_NOWHERE = ["EVAL", "return redis.error_reply('ASK 0 redlease:rediscover')", "0"];
+
+/**
+ * `sendCommand` routed by a key, which also asks the cluster client to rediscover its slots (at most every
+ * REDISCOVER_MS) when a command fails other than by a script's error, or waits longer than SWEEP_MS for its reply.
+ * node-redis (v4 and v5) learns the topology only from MOVED/ASK redirections: after a master dies nothing
+ * redirects it, and it would queue the commands for that master's slots until the master is back, never seeing its
+ * promoted replica. Neither version has a public way to rediscover, so this answers a command with an ASK to a node
+ * it cannot know (a script that returns that error), sent to a master that is up: node-redis then rediscovers the
+ * slots from that master (CLUSTER SLOTS), drops the dead master's connection, and rejects what was queued for it
+ * with "Disconnects client" — never sent, so redlease sends it again (see `unsent`) while its caller waits. Then
+ * `rediscovered` is called.
+ */
+function rediscovering(
+  cl: Cluster,
+  rediscovered: () => void,
+): (key: string | undefined, args: string[]) => Promise<unknown> {
+  let epoch = 0, young = 0, old = 0, last = -Infinity, sweeping = false;
+  const rediscover = (): void => {
+    const now = performance.now();
+    const slots = cl.slots;
+    if (now - last < REDISCOVER_MS || !slots) return;
+    last = now;
+    const up = cl.masters.filter((m) => m.client?.isReady === true);
+    const m = up[Math.floor(Math.random() * up.length)];
+    if (!m) return;
+    // A key of one of that master's slots (a few CRC16s: a master serves a fair share of the slots).
+    for (let i = 0; i < 1_000; i++) {
+      const key = `{redlease:${i}}`;
+      if (slots[slotOf(key)]?.master === m) return void cl.sendCommand(key, false, ASK_NOWHERE).catch(rediscovered);
+    }
+  };
+  // Every SWEEP_MS while calls are pending: calls older than a sweep that still wait are stuck (queued for a master
+  // that is down, or lost to a dead connection).
+  const sweep = (): void => {
+    if (old > 0) rediscover();
+    old += young;
+    young = 0;
+    epoch++;
+    sweeping = old > 0;
+    if (sweeping) unrefTimeout(sweep, SWEEP_MS);
+  };
+  return (key, args) => {
+    const e = epoch;
+    young++;
+    if (!sweeping) {
+      sweeping = true;
+      unrefTimeout(sweep, SWEEP_MS);
+    }
+    const p = cl.sendCommand(key, false, args);
+    const done = () => void (e === epoch ? young-- : old--);
+    p.then(done, (x) => {
+      done();
+      if (!/^(NOSCRIPT|TRYAGAIN|ERR) /.test((x as Error)?.message)) rediscover();
+    });
+    return p;
   };
 }

@@ -64,6 +64,12 @@ export interface Driver {
   onResubscribed?(fn: () => void): void;
   /** Remove a listener added by `subscribe`, unsubscribing when it was the channel's last. */
   unsubscribe?(channel: string, listener: (message: string) => void): Promise<void>;
+  /**
+   * Whether a failed call surely never reached Redis (for example it was queued for a cluster node that the client
+   * dropped after rediscovering the slots): redlease then sends it again, as long as its caller waits. Calls that
+   * Redis refused with `CLUSTERDOWN` or `TRYAGAIN` are sent again without asking.
+   */
+  unsent?(error: unknown): boolean;
   /** Whether scripts must notify waiters with `SPUBLISH` (Redis Cluster sharded pub/sub) instead of `PUBLISH`. */
   readonly sharded?: boolean;
   /**

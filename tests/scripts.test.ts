@@ -74,6 +74,52 @@ describe("scripts: EVALSHA, the text sent in full (EVAL) only after NOSCRIPT", (
     assert.equal(await release(lease), true);
   });
 
+  test("what Redis never ran (CLUSTERDOWN, or a call the driver says is unsent) is sent again while the caller waits, and only then", async () => {
+    const real = nodeRedis(a);
+    const unsentError = new Error("Disconnects client");
+    /** A driver whose first `failures` acquire calls fail with `error()`; counts the acquire calls. */
+    const failover = (error: () => Error, failures: number) => {
+      let acquireSha = "";
+      const d: { acquires: number; failures: number; driver: Driver } = {
+        acquires: 0,
+        failures,
+        driver: {
+          ...real,
+          evalScript: (sha, keys, args) => {
+            acquireSha ||= sha; // the first call is an acquire
+            if (sha !== acquireSha) return real.evalScript(sha, keys, args);
+            d.acquires++;
+            return d.failures-- > 0 ? Promise.reject(error()) : real.evalScript(sha, keys, args);
+          },
+          unsent: (e) => e === unsentError,
+        },
+      };
+      return d;
+    };
+    // A cluster that is down for ~0.5 s: the call is refused five times (100 ms apart) and then runs.
+    const down = failover(() => new Error("CLUSTERDOWN The cluster is down"), 5);
+    const t0 = performance.now();
+    const lease = await acquire(down.driver, fresh(), { waitMs: 2_000 });
+    assert.equal(down.acquires, 6);
+    assert.ok(performance.now() - t0 >= 400, "100 ms between two tries");
+    assert.equal(await release(lease), true);
+    // Unsent (queued for a node its client dropped): sent again 20 ms later.
+    const dropped = failover(() => unsentError, 3);
+    assert.equal(await release(await acquire(dropped.driver, fresh(), { waitMs: 1_000 })), true);
+    assert.equal(dropped.acquires, 4);
+    // Still down when the caller's bound passes: nothing is sent after it.
+    const longer = failover(() => new Error("CLUSTERDOWN The cluster is down"), 1_000);
+    await assert.rejects(acquire(longer.driver, fresh(), { waitMs: 300 }), /did not answer in time|not acquire/);
+    const sent = longer.acquires;
+    assert.ok(sent >= 4 && sent <= 7, `${sent} tries within 300 + 250 ms`);
+    await new Promise((r) => setTimeout(r, 250));
+    assert.equal(longer.acquires, sent, "nothing sent after the caller gave up");
+    // Any other failure is not sent again (its outcome is unknown).
+    const closed = failover(() => new Error("Socket closed unexpectedly"), 1);
+    await assert.rejects(acquire(closed.driver, fresh(), { waitMs: 1_000 }), /Socket closed unexpectedly/);
+    assert.equal(closed.acquires, 1);
+  });
+
   test("an uncontended acquire + release is two round trips", async () => {
     await release(await acquire(a, fresh())); // warm
     await admin.sendCommand(["CONFIG", "RESETSTAT"]);

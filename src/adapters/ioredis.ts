@@ -8,7 +8,9 @@
  * - Cluster: a script is sent in full to a master the first time a call there answers `NOSCRIPT`. Waiters are
  *   woken by sharded pub/sub only when the cluster was created with `shardedSubscribers: true` (ioredis routes
  *   `SSUBSCRIBE` per shard only then); otherwise they poll with jittered backoff bounded by the holder's TTL.
- *   `replicas` sends `WAIT` to the master that serves the lease's slot, on the connection that wrote it.
+ *   `replicas` sends `WAIT` to the master that serves the lease's slot, on the connection that wrote it. After a
+ *   master fails, ioredis rediscovers the slots by itself; a call it gives up on meanwhile (`Too many Cluster
+ *   redirections`) is sent again while its caller waits.
  *
  * @example
  * ```ts
@@ -224,6 +226,10 @@ function clusterDriver(cluster: IORedisCluster): Driver {
       const shas = await Promise.all(masters.map((m) => m.script("LOAD", source)));
       return String(shas[0]);
     },
+    // ioredis follows redirections and sends a command again after CLUSTERDOWN (while a failed master is not
+    // replaced yet) and after a closed connection, up to `maxRedirections` times in all, then fails with this error.
+    // What ioredis takes to be safe to send again, redlease sends again too, while its caller waits.
+    unsent: (e) => (e as Error)?.message?.startsWith("Too many Cluster redirections."),
     // WAIT counts the replicas that acknowledged the writes of *this connection*: send it to the connection of
     // the master that serves the key's slot, the one EVALSHA used.
     command: (key, [cmd, ...rest]) => {
