@@ -309,4 +309,22 @@ describe("the shared timer", () => {
     cancel(never);
     assert.deepEqual(ran, ["nan", "later"]);
   });
+
+  test("a timeout (with patience) found late waits that long plus its patience again; others run at once", async () => {
+    const t0 = performance.now();
+    let timeout = -1, plain = -1;
+    schedule(t0 + 2, () => void (timeout = performance.now()), 20);
+    schedule(t0 + 2, () => void (plain = performance.now()));
+    const end = t0 + 10;
+    while (performance.now() < end) { /* busy: a pause past both */ }
+    await new Promise((r) => setTimeout(r, 100));
+    assert.ok(plain >= end && plain < timeout, `plain ran ${plain - end} ms after the pause`);
+    assert.ok(timeout >= end + 20, `the timeout ran ${timeout - end} ms after the pause`);
+    // Found on time, a timeout still waits one turn (1 ms) for the replies that came meanwhile to be read.
+    const at = performance.now() + 5;
+    const keepAlive = setInterval(() => {}, 1_000); // the shared timer is unref'd
+    const ran = await new Promise<number>((r) => schedule(at, () => r(performance.now()), 20))
+      .finally(() => clearInterval(keepAlive));
+    assert.ok(ran >= at + 1, `ran ${ran - at} ms after its time`);
+  });
 });
