@@ -452,3 +452,38 @@ describe("stale handles and lost replies", () => {
     proxy.close();
   });
 });
+
+/** Keep the event loop busy for `ms`, as a GC pause or a synchronous parse does. */
+function block(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) { /* busy */ }
+}
+
+describe("the caller's own pause is not a missing reply", () => {
+  let srv4: RedisServer;
+  let e: Client;
+  before(async () => {
+    srv4 = await startRedis();
+    e = await srv4.client();
+  });
+  after(async () => {
+    await srv4.stop();
+  });
+
+  test("a call whose bound passes during the caller's pause settles with the reply, not a timeout", async () => {
+    for (let i = 0; i < 10; i++) {
+      const lease = await acquire(e, fresh());
+      // Bounded by 5 ms; the caller is busy for 8 ms right after: the reply is there once it looks.
+      const released = release(lease, { timeoutMs: 5 });
+      block(8);
+      assert.equal(await released.catch((x) => assert.fail(`run ${i}: ${String(x)}`)), true);
+    }
+    // acquire(waitMs: 0) is bounded by ACQUIRE_GRACE_MS (250 ms): a pause past it is not a LockTimeoutError.
+    const name = fresh();
+    const p = acquire(e, name, { waitMs: 0 });
+    block(300);
+    const lease = await p.catch((x) => assert.fail(String(x)));
+    assert.equal((await inspect(e, name)).held, true);
+    assert.equal(await release(lease), true);
+  });
+});
