@@ -12,6 +12,7 @@ import {
   resume,
   withLock,
 } from "../mod.ts";
+import { setImmediate } from "node:timers";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
@@ -485,5 +486,36 @@ describe("the caller's own pause is not a missing reply", () => {
     const lease = await p.catch((x) => assert.fail(String(x)));
     assert.equal((await inspect(e, name)).held, true);
     assert.equal(await release(lease), true);
+  });
+
+  test("a watchdog renewal whose reply came while the caller was busy past the deadline keeps the lease", async () => {
+    const inner = nodeRedis(e);
+    // The next script call (the renewal) is followed, once written, by a pause that ends 8 ms past the deadline.
+    let pauseUntil: (() => number) | undefined;
+    const driver: Driver = {
+      ...inner,
+      evalScript(sha, keys, args, signal) {
+        const r = inner.evalScript(sha, keys, args, signal);
+        const until = pauseUntil;
+        pauseUntil = undefined;
+        // (node-redis writes on the setImmediate queued before this one.)
+        if (until) setImmediate(() => block(until() - performance.now()));
+        return r;
+      },
+    };
+    // The renewal script cached first: a NOSCRIPT would send it again after the pause, too late.
+    const warm = await acquire(e, fresh());
+    assert.equal(await extend(warm, 1_000), true);
+    await release(warm);
+    for (let i = 0; i < 3; i++) {
+      const lease = await acquire(driver, fresh(), { watchdogMs: 300 });
+      const deadline = lease.expiresAt;
+      pauseUntil = () => deadline + 8;
+      await sleep(350); // the renewal is due ~105 ms in, the pause ends ~303 ms in
+      assert.equal(pauseUntil, undefined, "renewed meanwhile");
+      assert.equal(lease.signal.aborted, false, `run ${i}: ${String(lease.signal.reason)}`);
+      assert.ok(lease.expiresAt > deadline, "the renewal moved the deadline");
+      assert.equal(await release(lease), true);
+    }
   });
 });
