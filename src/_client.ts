@@ -18,6 +18,13 @@ import { fail } from "./_validate.ts";
  * `acquire` settles by `waitMs` plus this at the latest.
  */
 export const ACQUIRE_GRACE_MS = 250;
+/**
+ * What a call whose bound passed while the process was busy (a GC pause, a synchronous parse) still gets for its
+ * reply once the process is back, beyond the time it was late (see bounded()): its command may have gone out only
+ * then. A round trip to a Redis that is up, kept short because a timer that merely fires a little late (Deno's
+ * often do by 1-2 ms) costs this too, ms.
+ */
+export const PAUSE_GRACE_MS = 25;
 /** How long an aborted acquire waits for its undo (normally one fast round trip) before it rejects, ms. */
 export const ABORT_CLEANUP_MS = 50;
 
@@ -71,8 +78,8 @@ export function bounded<T, R = T>(
       const ms = Math.max(0, Math.round(b.until - performance.now()));
       // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
       // Patient: a reply that came while the process was busy past the bound is read before it counts as none, and
-      // a command the pause kept from going out gets what one command may take (no more than its whole bound).
-      const patience = Math.max(1, Math.min(ms, ACQUIRE_GRACE_MS));
+      // a command the pause kept from going out gets a round trip (no more than its whole bound).
+      const patience = Math.max(1, Math.min(ms, PAUSE_GRACE_MS));
       due = schedule(b.until, () => settle(true, new RedisTimeoutError(b.name, ms)), patience);
     }
     s?.addEventListener("abort", onAbort, { once: true });
