@@ -18,6 +18,13 @@ import { fail } from "./_validate.ts";
  * `acquire` settles by `waitMs` plus this at the latest.
  */
 export const ACQUIRE_GRACE_MS = 250;
+/**
+ * What a call whose bound passed while the process was busy (a GC pause, a synchronous parse) still gets for its
+ * reply once the process is back, beyond the time it was late (see bounded()): its command may have gone out only
+ * then. A round trip to a Redis that is up, kept short because a timer that merely fires a little late (Deno's
+ * often do by 1-2 ms) costs this too, ms.
+ */
+export const PAUSE_GRACE_MS = 25;
 /** How long an aborted acquire waits for its undo (normally one fast round trip) before it rejects, ms. */
 export const ABORT_CLEANUP_MS = 50;
 
@@ -31,21 +38,25 @@ export interface Bound {
 
 /**
  * Settle as `p` does, or reject when the bound passes (RedisTimeoutError) or its signal aborts (its reason),
- * whichever comes first; `abort` (when given) is aborted too, so an abortable driver stops waiting as well.
+ * whichever comes first. A bound passes only once the process has been looking for the reply until then: a reply
+ * that came while it was busy (a pause that spans the bound) counts (see schedule()'s `patience`); `abort` (when given) is aborted too, so an abortable driver stops waiting as well.
  * `decode` maps the value inside the same step (a throw rejects), and `recover` may turn a rejection of `p` into
- * another attempt: a script call is then one promise from the driver's reply to the caller's value.
+ * another attempt (`over` tells it whether the call has settled meanwhile: the caller gave up, and nothing may be
+ * sent for it any more): a script call is then one promise from the driver's reply to the caller's value.
  */
 export function bounded<T, R = T>(
   p: Promise<T>,
   b: Bound | undefined,
   abort?: AbortController,
   decode?: (v: T) => R,
-  recover?: (e: unknown) => Promise<T>,
+  recover?: (e: unknown, over: () => boolean) => Promise<T>,
 ): Promise<R> {
   return new Promise<R>((resolve, reject) => {
     const s = b?.signal;
     let due: Due | undefined;
+    let done = false;
     const settle = (failed: boolean, v: unknown) => {
+      done = true;
       if (due) cancel(due);
       s?.removeEventListener("abort", onAbort);
       if (failed) {
@@ -66,11 +77,14 @@ export function bounded<T, R = T>(
     if (b && b.until !== Infinity) {
       const ms = Math.max(0, Math.round(b.until - performance.now()));
       // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
-      due = schedule(b.until, () => settle(true, new RedisTimeoutError(b.name, ms)));
+      // Patient: a reply that came while the process was busy past the bound is read before it counts as none, and
+      // a command the pause kept from going out gets a round trip (no more than its whole bound).
+      const patience = Math.max(1, Math.min(ms, PAUSE_GRACE_MS));
+      due = schedule(b.until, () => settle(true, new RedisTimeoutError(b.name, ms)), patience);
     }
     s?.addEventListener("abort", onAbort, { once: true });
     const ok = (v: T) => settle(false, v), failed = (e: unknown) => settle(true, e);
-    p.then(ok, recover ? (e) => recover(e).then(ok, failed) : failed);
+    p.then(ok, recover ? (e) => recover(e, () => done).then(ok, failed) : failed);
   });
 }
 
@@ -246,7 +260,7 @@ export class ClientState implements Target {
     // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
     const abort = bound && this.driver.abortable ? new AbortController() : undefined;
     const call: ScriptCall = { script, keys, args, signal: abort?.signal, bound, tries: 0, waits: 0, own: false };
-    const r = bounded(this.#send(call), bound, abort, decode, (e) => this.#recover(e, call));
+    const r = bounded(this.#send(call), bound, abort, decode, (e, over) => this.#recover(e, call, over));
     if (!this.#checked) {
       this.#checked = true;
       // A timer turn after the call (its NOSCRIPT recovery included), so the caller has its lease before INFO goes out.
@@ -266,7 +280,7 @@ export class ClientState implements Target {
    * when aborted, never fail it. What Redis did not run is sent again while the caller waits: TRYAGAIN (a multi-key
    * command during a slot migration), CLUSTERDOWN (a cluster master failed and is not replaced yet), and what the
    * driver says never reached Redis (`unsent`: queued for a cluster node the client has since dropped).
-   * Nothing is sent again once the caller has given up (its bound passed or its signal aborted): the caller's undo
+   * Nothing is sent again once the caller has given up (bounded() timed out or its signal aborted): the caller's undo
    * may already be on its way, and a command sent after it would run after it. The call then fails as its bound
    * would have failed it.
    */
@@ -279,18 +293,20 @@ export class ClientState implements Target {
     }
   }
 
-  async #recover(e: unknown, call: ScriptCall): Promise<unknown> {
+  async #recover(e: unknown, call: ScriptCall, over: () => boolean): Promise<unknown> {
     const d = this.driver, { script: { sha, source, name }, keys, args, signal, bound: b } = call;
+    // Given up once bounded() settled, not once the bound's time passed: a call whose bound passed while the process
+    // was busy is still waited for (see bounded()), and its undo is sent only after it settles.
     const stop = () =>
       b?.signal?.aborted
         ? b.signal.reason
-        : b && performance.now() >= b.until
+        : b && over()
         ? new RedisTimeoutError(b.name, Math.round(b.until - call.start!))
         : undefined;
     call.start ??= performance.now();
     const again = () => {
       const stopped = stop();
-      return stopped ? Promise.reject(stopped) : this.#send(call).catch((x) => this.#recover(x, call));
+      return stopped ? Promise.reject(stopped) : this.#send(call).catch((x) => this.#recover(x, call, over));
     };
     if (!call.own && errorCode(e) === "NOSCRIPT") {
       const last = this.#sent.get(sha);

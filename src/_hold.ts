@@ -212,12 +212,23 @@ export class Hold {
       const at = this.#claimAt ?? Math.min(this.#deadline, this.#deadline - ms + drift(ms) + Math.floor(ms / 3));
       this.#timer = this.clock.set(() => void this.#renew(), at - now);
     } else {
-      this.#timer = this.clock.set(() => {
-        this.#timer = undefined;
-        if (this.clock.now() >= this.#deadline) this.lose(this.#watchdog ? "unreachable" : "expired");
-        else this.arm();
-      }, this.#deadline - now);
+      this.#timer = this.clock.set(() => this.#guard(false), this.#deadline - now);
     }
+  }
+
+  /**
+   * The deadline guard: lose the hold once its deadline has passed. While a renewal is in flight it first waits one
+   * turn of the event loop (`turned`), never more: the renewal's reply may have come while the process was busy
+   * past the deadline (timers run before replies are read), and a renewal that succeeded in time keeps the hold.
+   */
+  #guard(turned: boolean): void {
+    this.#timer = undefined;
+    if (this.clock.now() < this.#deadline) return this.arm();
+    if (this.#renewing && !turned) {
+      this.#timer = this.clock.set(() => this.#guard(true), 1);
+      return;
+    }
+    this.lose(this.#watchdog ? "unreachable" : "expired");
   }
 
   async #renew(): Promise<void> {

@@ -16,7 +16,7 @@ import {
 } from "./_client.ts";
 import { drift, grant, type Hold, holdMap, type LeaseImpl, type Target } from "./_hold.ts";
 import { acquireCall, attemptId, extendCall, holdId, keysOf, newOwner, ownerFor, releaseCall } from "./_protocol.ts";
-import { nap, unrefTimeout } from "./_timers.ts";
+import { cancel, nap, schedule } from "./_timers.ts";
 import type { Resolved } from "./_validate.ts";
 import { LeaseKindError, LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
 
@@ -72,13 +72,22 @@ export class RedlockGroup implements Target {
     this.quorum = Math.floor(nodes.length / 2) + 1;
   }
 
-  /** Run `fn` on every node at once; each result is its reply, or the error (a NodeTimeout after the timeout). */
+  /**
+   * Run `fn` on every node at once; each result is its reply, or the error (a NodeTimeout after the timeout). The
+   * timeout is on the shared timer and patient: a reply that came while this process was busy (a pause past the
+   * timeout) counts, so the caller's own pause is never taken for the nodes' failure (issue 27). Validity is
+   * judged by the caller on the real clock.
+   */
   all(fn: (st: ClientState, i: number) => Promise<unknown>): Promise<unknown[]> {
+    const ms = this.nodeTimeoutMs;
     return Promise.all(this.nodes.map((st, i) =>
       new Promise<unknown>((resolve) => {
-        const ms = this.nodeTimeoutMs;
-        const timer = unrefTimeout(() => resolve(new NodeTimeout(`no reply within ${ms} ms`)), ms);
-        fn(st, i).then(resolve, resolve).finally(() => clearTimeout(timer));
+        const due = schedule(performance.now() + ms, () => resolve(new NodeTimeout(`no reply within ${ms} ms`)), ms);
+        const done = (r: unknown) => {
+          cancel(due);
+          resolve(r);
+        };
+        fn(st, i).then(done, done);
       })
     ));
   }

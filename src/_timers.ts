@@ -27,12 +27,41 @@ export function unrefTimeout(fn: () => void, ms: number): Timer {
 
 /** A callback that the shared timer runs at `at` (performance.now() clock) unless it is cancelled first. */
 export interface Due {
-  readonly at: number;
+  /** When it is due; moved later when a timeout waits again (see `again`). */
+  at: number;
   readonly fn: () => void;
   /** Index in `pending`; -1 once run or cancelled. */
   i: number;
   /** Its own timer, where timers are not shared (`ownTimers`). */
   t?: Timer;
+  /** For a timeout's "no reply": how long it waits again once found late (see `again`), ms; 0 for anything else. */
+  readonly patience: number;
+  /** How many times it has waited again. */
+  waits: number;
+}
+
+/** How many times a timeout waits again, at most (see `again`). */
+const MAX_WAITS = 3;
+/** How late a timer may fire (timer granularity) before the process counts as having been busy, ms. */
+const LATE_MS = 1;
+
+/**
+ * Whether timeout `d`, due and found due at `now`, waits again instead of concluding "no reply" (and if so, when it
+ * is due now). A timer fires in the timers phase, before the replies that came meanwhile are read (Node runs timers
+ * before it polls for I/O), and the process may have been busy past it (a GC pause, a synchronous parse, the
+ * caller's own loop): a reply may then be waiting unread, or its command not even written yet (node-redis writes
+ * on a later turn). So a timeout found on time waits one turn of the event loop (1 ms), for what has come to be
+ * read; one found late (the process was busy) does not count the time it was late, and gives the reply its
+ * `patience` again, as if the command went out when the process came back; and again while it keeps finding itself
+ * late, a few times at most. Only the verdict waits: whoever reads the clock (a validity, a deadline) still reads
+ * the real elapsed time.
+ */
+function again(d: Due, now: number): boolean {
+  const late = now - d.at;
+  if (d.waits >= MAX_WAITS || (d.waits > 0 && late <= LATE_MS)) return false;
+  d.waits++;
+  d.at = now + (late > LATE_MS ? d.patience + late : 1);
+  return true;
 }
 
 /**
@@ -59,16 +88,20 @@ export function afterMicrotasks(fn: () => void): void {
   else unrefTimeout(fn, 0);
 }
 
-/** Run `fn` at `at` on the performance.now() clock (never earlier), on the shared timer. */
-export function schedule(at: number, fn: () => void): Due {
+/**
+ * Run `fn` at `at` on the performance.now() clock (never earlier), on the shared timer. With `patience` (> 0, ms),
+ * `fn` is a timeout's "no reply": it runs only once the process has been looking for the reply until then, waiting
+ * again one turn, or, when it finds that it was busy meanwhile, as long as it was late plus `patience` (see `again`).
+ */
+export function schedule(at: number, fn: () => void, patience = 0): Due {
   // NaN would never be due, and (Math.min) would keep the timer from ever being armed again: run it at once.
-  const d: Due = { at: at === at ? at : -Infinity, fn, i: pending.length };
+  const d: Due = { at: at === at ? at : -Infinity, fn, i: pending.length, patience, waits: 0 };
   if (ownTimers) {
     // Never earlier than `at` (a runtime may round a delay down, and a long one is capped): armed again until due.
     const own = (): void => {
-      const left = d.at - performance.now();
-      if (left > 0) {
-        d.t = unrefTimeout(own, Math.ceil(left));
+      const now = performance.now(), left = d.at - now;
+      if (left > 0 || (d.patience > 0 && again(d, now))) {
+        d.t = unrefTimeout(own, Math.ceil(d.at - now));
         return;
       }
       d.i = -1;
@@ -117,8 +150,17 @@ function arm(at: number): void {
 
 function fire(): void {
   const now = performance.now();
-  const due = pending.filter((d) => d.at <= now);
-  for (const d of due) cancel(d);
+  let due = pending.filter((d) => d.at <= now);
+  let waiting = false;
+  for (const d of due) {
+    cancel(d);
+    // A timeout that waits again (see `again`) is pending again, and runs later if at all.
+    if (d.patience > 0 && again(d, now)) {
+      d.i = pending.push(d) - 1;
+      waiting = true;
+    }
+  }
+  if (waiting) due = due.filter((d) => d.i < 0);
   arm(pending.reduce((next, d) => Math.min(next, d.at), Infinity));
   for (const d of due) {
     try {

@@ -194,7 +194,9 @@ export interface AcquireOptions extends KeyOptions {
   readonly claimMs?: number;
   /**
    * Redlock only (a group from `redlock()`): how long one node may take to answer before it counts as failed for that
-   * attempt. Keep it well below the lease. Integer from 1 to the lease.
+   * attempt. Time this process spends busy (a GC pause, synchronous work) past it does not count: a reply that came
+   * meanwhile counts, and the node then gets this long again; the lease's validity still counts all the time that
+   * passed. Keep it well below the lease. Integer from 1 to the lease.
    * @default {the lease / 200, between 5 and 50 ms (50 ms for the 30 s watchdog lease)}
    */
   readonly nodeTimeoutMs?: number;

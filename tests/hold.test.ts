@@ -154,7 +154,8 @@ describe("Hold (fake time)", () => {
   test("a renewal that hangs does not hold the hold past its deadline", async () => {
     const { clock, target, lease } = setup();
     target.answer = () => new Promise(() => {});
-    await clock.advance(3_000 - drift(3_000) - 1);
+    await clock.advance(3_000 - drift(3_000));
+    // One turn (1 ms) past the deadline, never more, for a reply that came while the process was busy.
     assert.equal(lease.signal.aborted, false);
     await clock.advance(1);
     assert.equal((lease.signal.reason as LeaseLostError).why, "unreachable");
@@ -199,7 +200,7 @@ describe("Hold (fake time)", () => {
   test("a claim that fails by the claim window loses the grant", async () => {
     const { clock, target, lease } = setup(watchdog, 1_200, 1_400);
     target.answer = () => new Promise(() => {});
-    await clock.advance(400);
+    await clock.advance(400 + 1); // the window, and one turn for a reply that came meanwhile
     assert.equal((lease.signal.reason as LeaseLostError).why, "unreachable");
   });
 
@@ -308,5 +309,23 @@ describe("the shared timer", () => {
     await new Promise((r) => setTimeout(r, 300));
     cancel(never);
     assert.deepEqual(ran, ["nan", "later"]);
+  });
+
+  test("a timeout (with patience) found late waits that long plus its patience again; others run at once", async () => {
+    const t0 = performance.now();
+    let timeout = -1, plain = -1;
+    schedule(t0 + 2, () => void (timeout = performance.now()), 20);
+    schedule(t0 + 2, () => void (plain = performance.now()));
+    const end = t0 + 10;
+    while (performance.now() < end) { /* busy: a pause past both */ }
+    await new Promise((r) => setTimeout(r, 100));
+    assert.ok(plain >= end && plain < timeout, `plain ran ${plain - end} ms after the pause`);
+    assert.ok(timeout >= end + 20, `the timeout ran ${timeout - end} ms after the pause`);
+    // Found on time, a timeout still waits one turn (1 ms) for the replies that came meanwhile to be read.
+    const at = performance.now() + 5;
+    const keepAlive = setInterval(() => {}, 1_000); // the shared timer is unref'd
+    const ran = await new Promise<number>((r) => schedule(at, () => r(performance.now()), 20))
+      .finally(() => clearInterval(keepAlive));
+    assert.ok(ran >= at + 1, `ran ${ran - at} ms after its time`);
   });
 });

@@ -12,6 +12,7 @@ import {
   resume,
   withLock,
 } from "../mod.ts";
+import { setImmediate } from "node:timers";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
@@ -450,5 +451,71 @@ describe("stale handles and lost replies", () => {
     assert.equal(held, false, "the lease granted behind the lost reply was released");
     await flaky.disconnect().catch(() => {});
     proxy.close();
+  });
+});
+
+/** Keep the event loop busy for `ms`, as a GC pause or a synchronous parse does. */
+function block(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) { /* busy */ }
+}
+
+describe("the caller's own pause is not a missing reply", () => {
+  let srv4: RedisServer;
+  let e: Client;
+  before(async () => {
+    srv4 = await startRedis();
+    e = await srv4.client();
+  });
+  after(async () => {
+    await srv4.stop();
+  });
+
+  test("a call whose bound passes during the caller's pause settles with the reply, not a timeout", async () => {
+    for (let i = 0; i < 10; i++) {
+      const lease = await acquire(e, fresh());
+      // Bounded by 5 ms; the caller is busy for 8 ms right after: the reply is there once it looks.
+      const released = release(lease, { timeoutMs: 5 });
+      block(8);
+      assert.equal(await released.catch((x) => assert.fail(`run ${i}: ${String(x)}`)), true);
+    }
+    // acquire(waitMs: 0) is bounded by ACQUIRE_GRACE_MS (250 ms): a pause past it is not a LockTimeoutError.
+    const name = fresh();
+    const p = acquire(e, name, { waitMs: 0 });
+    block(300);
+    const lease = await p.catch((x) => assert.fail(String(x)));
+    assert.equal((await inspect(e, name)).held, true);
+    assert.equal(await release(lease), true);
+  });
+
+  test("a watchdog renewal whose reply came while the caller was busy past the deadline keeps the lease", async () => {
+    const inner = nodeRedis(e);
+    // The next script call (the renewal) is followed, once written, by a pause that ends 8 ms past the deadline.
+    let pauseUntil: (() => number) | undefined;
+    const driver: Driver = {
+      ...inner,
+      evalScript(sha, keys, args, signal) {
+        const r = inner.evalScript(sha, keys, args, signal);
+        const until = pauseUntil;
+        pauseUntil = undefined;
+        // (node-redis writes on the setImmediate queued before this one.)
+        if (until) setImmediate(() => block(until() - performance.now()));
+        return r;
+      },
+    };
+    // The renewal script cached first: a NOSCRIPT would send it again after the pause, too late.
+    const warm = await acquire(e, fresh());
+    assert.equal(await extend(warm, 1_000), true);
+    await release(warm);
+    for (let i = 0; i < 3; i++) {
+      const lease = await acquire(driver, fresh(), { watchdogMs: 300 });
+      const deadline = lease.expiresAt;
+      pauseUntil = () => deadline + 8;
+      await sleep(350); // the renewal is due ~105 ms in, the pause ends ~303 ms in
+      assert.equal(pauseUntil, undefined, "renewed meanwhile");
+      assert.equal(lease.signal.aborted, false, `run ${i}: ${String(lease.signal.reason)}`);
+      assert.ok(lease.expiresAt > deadline, "the renewal moved the deadline");
+      assert.equal(await release(lease), true);
+    }
   });
 });

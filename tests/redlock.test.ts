@@ -252,3 +252,42 @@ describe("Redlock over 5 independent masters", () => {
     assert.equal(reason.why, "unreachable");
   });
 });
+
+/** Keep the event loop busy for `ms`, as a GC pause or a synchronous parse does. */
+function block(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) { /* busy */ }
+}
+
+describe("Redlock over 3 healthy masters, the caller pausing", () => {
+  let servers: RedisServer[];
+  let c: Client[];
+  before(async () => {
+    ({ servers, clients: c } = await nodes(3));
+  });
+  after(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+  });
+
+  for (const pauseMs of [8, 30]) {
+    test(`a caller busy for ${pauseMs} ms right after acquire() gets the lease, its validity from the real elapsed time`, async () => {
+      for (let i = 0; i < 10; i++) {
+        const name = fresh();
+        const start = performance.now();
+        const p = acquire(redlock(c), name, { leaseMs: 1_000, waitMs: 0 });
+        block(pauseMs);
+        const lease = await p.catch((e) => assert.fail(`run ${i}: ${String(e)}`));
+        const elapsed = performance.now() - start;
+        // Redlock validity: lease - elapsed - drift (12 ms), elapsed from before the send, so from before the pause:
+        // a clock started once the replies were read (after the pause) would put the deadline a pause later.
+        const after = lease.expiresAt - start;
+        assert.ok(after <= 1_000 - 12 + pauseMs / 2, `run ${i}: deadline ${after} ms after start`);
+        assert.ok(
+          lease.remainingMs <= 1_000 - elapsed,
+          `run ${i}: ${lease.remainingMs} ms left after ${elapsed} ms`,
+        );
+        assert.equal(await release(lease), true);
+      }
+    });
+  }
+});

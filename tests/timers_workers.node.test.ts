@@ -53,3 +53,13 @@ test("own timers: an entry due after MAX_TIMER_MS does not run when the capped t
   fired!(); // the capped timer fires ~60 s before the entry is due
   assert.equal(ran, false, "ran 60 s before its `at`");
 });
+
+test("own timers: a timeout (with patience) found late waits that long plus its patience again", async () => {
+  const t0 = performance.now();
+  const keepAlive = setInterval(() => {}, 1_000);
+  const ran = new Promise<number>((r) => timers.schedule(t0 + 2, () => r(performance.now()), 20));
+  const end = t0 + 10;
+  while (performance.now() < end) { /* busy: a pause past it */ }
+  const at = await ran.finally(() => clearInterval(keepAlive));
+  assert.ok(at >= end + 20, `ran ${at - end} ms after the pause`);
+});
