@@ -5,8 +5,7 @@
 -- ARGV[1]  owner
 -- ARGV[2]  lease ms (the TTL to set)
 -- ARGV[3]  the fence of the hold, or "" to skip the check (a newer grant to the same owner is not this hold)
--- ARGV[4]  "1" to re-establish a lease that is free here (Redlock), unless this hold was released here (the kept
---          fence is ARGV[3]), else ""
+-- ARGV[4]  "1" to re-establish a lease that is free here (Redlock), else ""
 -- ARGV[5]  "GT" to only lengthen the TTL (renewals and claims: a reentrant hold may have asked for longer),
 --          "" to set it (extend())
 -- Returns  1 when extended, 0 when the owner no longer holds the lease (expired, released or force-unlocked),
@@ -22,14 +21,8 @@ if o == ARGV[1] and (ARGV[3] == '' or f == ARGV[3]) then
 end
 if ARGV[4] == '1' and not o and not (v and string.find(v, '/', 1, true)) then
 -- @include _record.lua
-  -- Not where this very hold was released (or force-unlocked): that keeps its fence. A renewal that runs after the
-  -- release (an EVALSHA re-sent after NOSCRIPT runs after the commands sent meanwhile) must not take it back. (The
-  -- client sends a release after the node's renewal in flight, too; this covers a renewal re-sent past its bound.)
-  local last = record(v)
-  if ARGV[3] == '' or last ~= tonumber(ARGV[3]) then
-    local fence = next_fence(last, now_us())
-    redis.call('SET', h, held(fence, '', 1, nil, ARGV[1]), 'PX', ARGV[2])
-    return fence
-  end
+  local fence = next_fence(record(v), now_us())
+  redis.call('SET', h, held(fence, '', 1, nil, ARGV[1]), 'PX', ARGV[2])
+  return fence
 end
 return 0

@@ -170,8 +170,6 @@ class Attempt {
   late: Error | undefined;
   /** Resolves (true) once the undo of the latest late grant has run in Redis; undefined after restart(). */
   #lateUndone: Promise<boolean> | undefined;
-  /** When that grant lapses by its TTL at the latest (performance.now() clock). */
-  #lateLapse = 0;
 
   /** A grant from reply `r` to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
   fromReply(r: { fence: number; fenceText?: string }, t0: number): LeaseImpl | undefined {
@@ -182,8 +180,6 @@ class Attempt {
     );
     if (lease) return lease;
     this.late = new Error(`the lease was granted, but its reply came after the lease ran out (${this.o.ms} ms)`);
-    // (Redis set its TTL before the reply left.)
-    this.#lateLapse = performance.now() + this.o.ms + drift(this.o.ms);
     this.#lateUndone = new Promise<boolean>((undone) => void this.undo(undefined, () => undone(true)));
     return undefined;
   }
@@ -193,20 +189,13 @@ class Attempt {
    * grant being undone. Requests may overtake one another: over HTTP, and on one connection too, where an undo whose
    * EVALSHA meets NOSCRIPT (a failover, a restart, a flush) is re-sent as EVAL after the commands sent meanwhile.
    * The undo names the old attempt, so it cannot free what the new one is granted; a generated owner is new too, so
-   * the new attempt cannot re-enter the old grant either, and waits for the undo only briefly (up to 1 s: the lease is
-   * likely free once it has run). A fixed owner would re-enter the old grant (holds count by owner), and its undo
-   * would then drop nothing: it waits until the undo has run or the grant has lapsed by its TTL, and fails with
-   * LockTimeoutError when the wait runs out first. Both waits end at an abort.
+   * the new attempt cannot re-enter the old grant either (see afterUndo()).
    */
   async restart(): Promise<void> {
     const o = this.o, undone = this.#lateUndone;
     if (undone) {
       this.#lateUndone = undefined;
-      const fixed = o.owner !== undefined;
-      const until = Math.min(this.deadline, fixed ? this.#lateLapse : performance.now() + 1_000);
-      const ran = await within(undone, until - performance.now(), o.signal);
-      o.signal?.throwIfAborted();
-      if (fixed && !ran && performance.now() < this.#lateLapse) throw this.timeout(-1);
+      if (!await afterUndo(undone, o, this.deadline)) throw this.timeout(-1);
     }
     this.id = attemptId();
     if (o.owner === undefined) this.owner = newOwner(o);
@@ -235,7 +224,10 @@ class Attempt {
     this.undone = true;
     // This attempt's, even if retried after a restart.
     const args = { kind: this.o.kind, owner: this.owner, attempt: this.id, entry };
-    return giveBack(this.st, this.keys, args, this.o.ms, this.o.name, 0, ran);
+    // Tried until the grant would have lapsed by TTL, or as long as this call waits, whichever is longer (a new attempt
+    // of a fixed owner waits for it: see afterUndo).
+    const ms = Math.max(this.o.ms, this.bound.until - performance.now());
+    return giveBack(this.st, this.keys, args, ms, this.o.name, 0, ran);
   }
 
   /** The error to reject with: the signal's reason, a LockTimeoutError for a bound that passed, else as is. */
@@ -298,10 +290,26 @@ export function giveBack(
 }
 
 /**
+ * Wait, before a new attempt, for the undo of a late grant (`undone` resolves true once it has run in Redis), since
+ * the undo may run after the new attempt's first call. A generated owner is new per attempt, so that undo cannot
+ * touch the new attempt's hold: it waits only briefly (up to 1 s: the lease is likely free once the undo has run). A
+ * fixed owner's new attempt would re-enter the grant being undone (holds count by owner, and the grant may live on
+ * as a re-entry of a live hold), and the undo would then drop nothing: it waits until the undo has run, and false
+ * (the caller fails with LockTimeoutError) when the wait ends at `deadline` first. An abort rejects with its reason.
+ */
+export async function afterUndo(undone: Promise<boolean>, o: Resolved, deadline: number): Promise<boolean> {
+  const fixed = o.owner !== undefined;
+  const until = fixed ? deadline : Math.min(deadline, performance.now() + 1_000);
+  const ran = await within(undone, until - performance.now(), o.signal);
+  o.signal?.throwIfAborted();
+  return ran || !fixed;
+}
+
+/**
  * Whether `p` resolves true within `ms` (false when the time runs out or `signal` aborts first); the timer is cleared
  * as soon as `p` settles.
  */
-export function within(p: Promise<boolean>, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+function within(p: Promise<boolean>, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
   let end: (() => void) | undefined;
   const timeUp = nap(Math.max(0, ms), signal, (wake) => (end = wake)).then(() => false);
   return Promise.race([p.then((v) => (end?.(), v)), timeUp]);

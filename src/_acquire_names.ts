@@ -4,7 +4,7 @@
 // for the lowest name they share first. Any failure gives back what was taken (retried until it would have lapsed
 // anyway), without holding up the caller beyond its bounds.
 import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, type ClientState, type RedisLike, stateOf } from "./_client.ts";
-import { acquireResolved, giveBack, within } from "./_acquire.ts";
+import { acquireResolved, afterUndo, giveBack } from "./_acquire.ts";
 import { acquiredEvent, eventKind, failedEvent } from "./_events.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
@@ -85,21 +85,18 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
         p.hold.handles.splice(p.hold.handles.indexOf(p), 1);
         if (p.hold.handles.length === 0) p.hold.stop();
       }
-      // An undo may run after the names are taken below (an undo re-sent after NOSCRIPT runs after the commands sent
-      // meanwhile). A generated owner is new for them, so they cannot re-enter what it drops: wait for it briefly. A
-      // fixed owner would re-enter the grants being undone (and the undo then drop nothing): wait until every undo
-      // has run or the grants have lapsed by their TTL, and fail if the wait runs out first (see Attempt#restart).
-      const lapse = performance.now() + o.ms + drift(o.ms);
+      // The undo may run after the names are taken below (an undo re-sent after NOSCRIPT runs after the commands
+      // sent meanwhile): wait for it as a single name's new attempt does (see afterUndo), with a new generated owner.
       let left = keys.length;
       const ran = new Promise<boolean>((all) => void undo(() => void (--left === 0 && all(true))));
-      const fixed = o.owner !== undefined;
-      const waitUntil = Math.min(until, fixed ? lapse : performance.now() + 1_000);
-      const done = await within(ran, waitUntil - performance.now(), o.signal);
-      if (o.signal?.aborted) throw failed(o.signal.reason);
-      if (fixed && !done && performance.now() < lapse) {
-        throw failed(new LockTimeoutError(o.name, -1, performance.now() - start));
+      let ok: boolean;
+      try {
+        ok = await afterUndo(ran, o, until);
+      } catch (e) {
+        throw failed(e);
       }
-      if (!fixed) owner = newOwner(o);
+      if (!ok) throw failed(new LockTimeoutError(o.name, -1, performance.now() - start));
+      if (o.owner === undefined) owner = newOwner(o);
     } else if (o.waitMs === 0) {
       throw failed(new LockTimeoutError(names[r - 1], -1, performance.now() - start));
     }

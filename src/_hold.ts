@@ -240,7 +240,7 @@ export class Hold {
     const t0 = this.clock.now();
     let held: boolean;
     try {
-      held = await this.target.renew(this, this.#ms, { until: this.#deadline, name: this.name });
+      held = await this.target.renew(this, this.#ms, { until: this.#deadline, name: this.name, signal: this.ending });
     } catch (e) {
       this.#renewing = false;
       if (!this.active) return;
@@ -309,7 +309,20 @@ export class Hold {
     emit(ev, { type: "lost", ...this.event(), reason: error.why, error, heldMs: this.clock.now() - this.since });
   }
 
+  #ending: AbortController | undefined;
+
+  /**
+   * Aborts when this hold stops here (its final release is sent, it is lost, or its handle is dropped). Calls still in
+   * flight for the hold carry it — renewals, extend(), a Redlock master's late grant — so that none of them is sent
+   * again afterwards (after NOSCRIPT, or as never sent): a call re-sent then would run after the release. Made on
+   * first use: a lease released before its first renewal never needs one.
+   */
+  get ending(): AbortSignal {
+    return (this.#ending ??= new AbortController()).signal;
+  }
+
   stop(): void {
+    this.#ending?.abort();
     if (this.#timer !== undefined) this.clock.clear(this.#timer);
     this.#timer = undefined;
     if (this.target.holds.get(this.id) === this) this.target.holds.delete(this.id);

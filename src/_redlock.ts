@@ -33,13 +33,6 @@ function fenceOn(hold: Hold, node: number): number | undefined {
   return nodeFences.get(hold)?.[node];
 }
 
-/**
- * Each master's latest renewal call for a Redlock hold, until it settles (the node's own call, not the per-node
- * timeout): a release on that master is sent after it, since a renewal re-sent after NOSCRIPT would otherwise run
- * after the release and put the lease back there (a renewal re-establishes the lease where it is free).
- */
-const nodeRenewals = new WeakMap<Hold, Array<Promise<unknown> | undefined>>();
-
 export function groupOf(clients: readonly RedisLike[], nodeTimeoutMs: number): RedlockGroup {
   const states = clients.map(stateOf);
   const id = `${nodeTimeoutMs}/${states.map((s) => s.id).join(",")}`;
@@ -99,27 +92,24 @@ export class RedlockGroup implements Target {
   async renew(hold: Hold, ms: number, bound: Bound, exact?: boolean): Promise<boolean> {
     const t0 = performance.now();
     const fences = nodeFences.get(hold);
-    let calls = nodeRenewals.get(hold);
-    if (!calls) nodeRenewals.set(hold, calls = []);
-    const rs = await this.all((st, i) => {
-      const call = extendCall(st, hold.keys, {
+    // (`bound` carries the hold's `ending`: a renewal is never sent again once the hold is released, where it would
+    // re-establish the lease after its release.)
+    const rs = await this.all((st, i) =>
+      extendCall(st, hold.keys, {
         kind: hold.kind,
         owner: hold.owner,
         ms,
         fence: fenceOn(hold, i),
         reestablish: true,
         exact,
-      }, bound);
-      const settled = calls[i] = call.then(() => {}, () => {});
-      settled.then(() => void (calls[i] === settled && (calls[i] = undefined)));
-      return call.then(
+      }, bound).then(
         (r) => {
           if (typeof r === "boolean") return r ? 1 : 0;
           if (fences) fences[i] = r.fence; // re-established: this node's fence for the hold from now on
           return 1;
         },
-      );
-    });
+      )
+    );
     const ok = rs.filter((r) => r === 1).length;
     if (ok >= this.quorum && performance.now() - t0 < ms - drift(ms)) return true;
     if (rs.filter((r) => r === 0).length > this.nodes.length - this.quorum) return false;
@@ -139,11 +129,7 @@ export class RedlockGroup implements Target {
       let released = 0, notHeld = 0, answered = 0;
       const errors: unknown[] = [];
       this.nodes.forEach((st, i) => {
-        const send = () =>
-          releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound);
-        // After the node's renewal in flight, if any (within the release's bound): see nodeRenewals.
-        const renewal = nodeRenewals.get(hold)?.[i];
-        (renewal ? bounded(renewal, bound).then(send, send) : send()).then(
+        releaseCall(st, hold.keys, { kind: hold.kind, owner: hold.owner, fence: fenceOn(hold, i) }, bound).then(
           (r) => void (r === "not-held" ? notHeld++ : released++),
           (e) => void errors.push(e),
         ).finally(() => {
@@ -254,6 +240,10 @@ async function acquireOn(
         if (known) now.forEach((f, i) => (known[i] ??= f));
         else nodeFences.set(lease.hold, now);
         o.signal?.removeEventListener("abort", giveUp); // a slow node may still grant it: part of this lease
+        // ...until the hold ends: its release may overtake that node's call, which must not then be sent again.
+        if (rs.some((r) => r instanceof NodeTimeout)) {
+          lease.hold.ending.addEventListener("abort", () => gaveUp.abort(), { once: true });
+        }
         return lease;
       }
     }

@@ -86,7 +86,10 @@ export interface HoldEventBase extends LeaseEventBase {
 export interface QueuedEvent extends LeaseEventBase {
   /** What happened: queued. */
   readonly type: "queued";
-  /** The owner the acquire asks for. */
+  /**
+   * The owner the acquire asks for when it starts to wait. A generated owner is new for each further attempt of the
+   * same call (after a grant that came too late to use, or a Redlock retry), so the lease it gets may have another.
+   */
   readonly owner: string;
   /** What Redis said is left of the current hold (or of a grant's claim window), ms; -1 when unknown. */
   readonly retryMs: number;

@@ -42,7 +42,13 @@ export async function extend(lease: Lease, leaseMs?: number, options?: CallOptio
   if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
   const t0 = performance.now();
   const until = t0 + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - t0));
-  const held = await hold.target.renew(hold, ms, { until, name: hold.name }, true);
+  let held: boolean;
+  try {
+    held = await hold.target.renew(hold, ms, { until, name: hold.name, signal: hold.ending }, true);
+  } catch (e) {
+    if (!hold.active) return false; // released (or lost) meanwhile: see Hold#ending
+    throw e;
+  }
   if (!hold.active) return false;
   if (!held) {
     hold.lose("not-held");

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, type Driver, extend, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-import { acquire as ACQUIRE } from "../src/_scripts.ts";
+import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Masters, startMasters } from "./_servers/masters.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
@@ -125,6 +125,30 @@ describe("ordering: a late grant's undo that answers late", () => {
       3_000,
     );
   });
+  test("a fixed owner's late re-entry of its own live hold waits for the undo too (the grant never lapses there)", async () => {
+    const name = fresh();
+    const real = nodeRedis(waiter);
+    let acquires = 0, releases = 0, late = false;
+    // The 2nd acquire.lua call (the re-entry) is sent 400 ms late, so its reply comes after its 300 ms lease; the
+    // undo of that late grant is then sent 1000 ms late (as an undo re-sent after NOSCRIPT behind a pause).
+    const driver: Driver = {
+      ...real,
+      evalScript: async (sha, keys, args, signal) => {
+        if (sha === ACQUIRE.sha && ++acquires === 2) {
+          await sleep(400);
+          late = true;
+        } else if (sha === RELEASE.sha && late && ++releases === 1) await sleep(1_000);
+        return real.evalScript(sha, keys, args, signal);
+      },
+    };
+    await release(await acquire(other, fresh())); // the scripts cached
+    const first = await acquire(driver, name, { owner: "worker-1" }); // watchdog: its TTL is renewed
+    const second = await acquire(driver, name, { owner: "worker-1", leaseMs: 300, waitMs: 5_000 });
+    assert.deepEqual((await inspect(other, name)).owners.map((o) => o.holds), [2], "two handles, two holds");
+    assert.equal(await release(second), true);
+    assert.equal(await release(first), true);
+    assert.equal((await inspect(other, name)).held, false, "the final release frees it");
+  });
 });
 
 describe("ordering: Redlock", () => {
@@ -184,5 +208,58 @@ describe("ordering: Redlock", () => {
     await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError, "nobody else gets it");
     assert.equal(lease.signal.aborted, false);
     assert.equal(await release(lease), true);
+  });
+
+  test("an earlier renewal, re-sent after NOSCRIPT, does not put the lease back after the release", async () => {
+    const name = fresh();
+    const admin0 = await masters[0].client();
+    await acquire(plain, name, { leaseMs: 300 }); // master 0 busy at the group's acquire: no fence there
+    const lease = await acquire(redlock(clients), name);
+    await sleep(400); // free on master 0
+    await plain.sendCommand(["SCRIPT", "FLUSH"]);
+    await release(await acquire(plain, fresh())); // extend.lua not cached on master 0
+    await admin0.sendCommand(["CLIENT", "PAUSE", "600", "WRITE"]);
+    const slow = extend(lease); // bound: the lease's remaining time
+    const quick = extend(lease, undefined, { timeoutMs: 50 }); // a later call on master 0, given up on
+    assert.equal(await quick, true);
+    await sleep(50);
+    assert.equal(await release(lease), true);
+    await slow.catch(() => {}); // (a majority answered it already, or it ended with the release)
+    await sleep(800); // writes resume on master 0
+    for (const [i, c] of clients.entries()) {
+      assert.equal((await inspect(c, name)).held, false, `master ${i} does not hold the released lease`);
+    }
+  });
+
+  test("a reentrant hold's renewal still puts the lease back on a master that granted only the re-entry", async () => {
+    const name = fresh();
+    const plain2 = await masters[2].client();
+    await acquire(plain2, name, { leaseMs: 300 }); // master 2 busy at the first acquire
+    const first = await acquire(redlock(clients), name, { owner: "w" });
+    await sleep(400);
+    const second = await acquire(redlock(clients), name, { owner: "w" }); // re-entry; master 2 grants it fresh
+    assert.equal(second.fence, first.fence);
+    assert.equal(await release(first), true); // master 2 drops its only count, and keeps the fence
+    masters[1].pause(); // one master of three unreachable
+    try {
+      assert.equal(await extend(second), true, "masters 0 and 2 hold it");
+    } finally {
+      masters[1].resume();
+    }
+    assert.equal(await release(second), true);
+  });
+
+  test("a master's grant still in flight at the release is not sent again after it (NOSCRIPT)", async () => {
+    const name = fresh();
+    const admin2 = await masters[2].client();
+    await admin2.sendCommand(["SCRIPT", "FLUSH"]);
+    await admin2.sendCommand(["SCRIPT", "LOAD", RELEASE.source]); // release.lua cached on master 2, acquire.lua not
+    await admin2.sendCommand(["CLIENT", "PAUSE", "150", "WRITE"]);
+    const lease = await acquire(redlock(clients), name, { waitMs: 5_000 }); // masters 0 and 1 grant it; 2 is slow
+    assert.equal(await release(lease), true);
+    await sleep(400); // writes resume on master 2
+    for (const [i, c] of clients.entries()) {
+      assert.equal((await inspect(c, name)).held, false, `master ${i} does not hold the released lease`);
+    }
   });
 });
