@@ -22,7 +22,9 @@
  * fenced write accepted, a fence out of order, a paused/blocked holder whose late write was not rejected, a live
  * holder unaware of its loss when the lease was granted to another worker, a free lease idle for longer than the
  * scenario's bound while a non-faulted worker waited, or holds, queues or subscriptions left on the lock server
- * after the workers exited.
+ * after the workers exited; or an overlap whose older holder had not been told by the newer grant (unless the
+ * fault explains it), an acquire that hung (not settled within waitMs + 5 s), and for the topology scenarios a
+ * first grant later than 2 s after the change the scenario names (or none).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
