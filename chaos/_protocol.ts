@@ -101,6 +101,8 @@ export interface WorkerConfig {
   waitMs: number;
   /** The sleep between the read and the write inside the critical section, ms. */
   csSleepMs: number;
+  /** The same for this worker's first section only (a long first hold: ScenarioSpec.longHolder). */
+  firstCsSleepMs?: number;
   /** Faults this worker applies to itself, at `atMs` after GO (first section that starts after that). */
   faults?: WorkerFault[];
   /** The acquire option `claimMs` (default: the library's). */

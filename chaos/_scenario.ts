@@ -126,6 +126,12 @@ export interface ScenarioSpec {
   replicas?: number;
   /** WorkerConfig.hangMarginMs: an acquire not settled within waitMs + this is reported as hung (default 5000). */
   hangMarginMs?: number;
+  /**
+   * One worker whose first critical section takes `csSleepMs` (e.g. longer than a failover; its later ones are
+   * like everyone's): it still holds when the topology changes and makes its late writes after the lease was
+   * granted again, which fencing must reject.
+   */
+  longHolder?: { worker: number; csSleepMs: number };
 }
 
 export interface FaultEvent {
@@ -249,6 +255,7 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
         leaseMs: spec.leaseMs,
         waitMs: spec.waitMs ?? 5_000,
         csSleepMs: (spec.faulted?.includes(i) ? spec.faultedCsSleepMs : undefined) ?? spec.csSleepMs ?? 3,
+        firstCsSleepMs: spec.longHolder?.worker === i ? spec.longHolder.csSleepMs : undefined,
         faults: (spec.victims ?? []).filter((v) => v.worker === i).map((v) => v.fault),
         noLock: spec.noLock || undefined,
         claimMs: spec.claimMs,

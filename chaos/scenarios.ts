@@ -118,6 +118,9 @@ export function scenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
  * migration's ASK window does not cost every lease). Reported besides the usual checks: overlaps with an older
  * holder told / not told before the newer grant, hung acquires (not settled within waitMs + 5 s), and the time
  * from each change to the first grant after it; the bound (2 s) applies from the change named by firstGrantFrom.
+ * In the kill scenarios the first worker's first section is long (11 s cluster, 8 s sentinel: it holds from the
+ * start, through the kill, until after the lease is granted again), so its late write tests fencing across the
+ * failover, and the waiters queued behind it at the kill test the handoff across it.
  *
  * - topo-slot-migration: 3 masters, no replicas; the lease name's slot migrated live to the next master at 2 s
  *   and at 6 s (IMPORTING/MIGRATING, 300 ms ASK window, MIGRATE, SETSLOT NODE). Bound from each "migrated".
@@ -141,6 +144,7 @@ export function topologyScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSp
       `${replicas ? ", replicas: 1" : ""}: the slot's master SIGKILLed at 2.5 s, replica promoted, old master ` +
       "restarted 5 s later (rejoins as replica)",
     durationMs: 16_000,
+    longHolder: { worker: 0, csSleepMs: 11_000 },
     replicas: replicas || undefined,
     losesLeaseData: replicas === 0,
     // Across a failover nobody can be granted the lease until a master (and for replicas: 1 a replica) is back:
@@ -161,6 +165,7 @@ export function topologyScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSp
       replicas ? ", replicas: 1" : ""
     }: the primary SIGKILLed at 2 s, a replica promoted`,
     durationMs: 12_000,
+    longHolder: { worker: 0, csSleepMs: 8_000 },
     replicas: replicas || undefined,
     losesLeaseData: replicas === 0,
     idleBoundMs: 12_000,

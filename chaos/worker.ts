@@ -261,7 +261,7 @@ while (wall() < endWall) {
       while (performance.now() - t0 < fault.blockMs) { /* a synchronous event-loop block */ }
       s.fault = await observe("block", lease!, t0);
     } else {
-      await sleep(cfg.csSleepMs);
+      await sleep(s.seq === 0 && cfg.firstCsSleepMs !== undefined ? cfg.firstCsSleepMs : cfg.csSleepMs);
     }
     if (s.readOnly) {
       // A reader or a permit holder: read again (the end of its interval on the server's clock), write nothing.
