@@ -67,6 +67,38 @@ export interface EvictionReport {
   nextHolderMs: { min: number; p50: number; max: number } | null;
 }
 
+/**
+ * The topology scenarios' figures (ScenarioSpec.topology): every change the injector made (fault events with
+ * `change: true` and `srvMs`, the servers' clock) with the first grant after it.
+ */
+export interface TopologyReport {
+  changes: Array<{
+    event: string;
+    /** When the change took effect, ms after the start of the run (servers' clock). */
+    atMs: number;
+    /**
+     * From the change to the first grant after it, ms: the grant time is the fence (the lock server's TIME at the
+     * grant); null if no worker was granted the lease after it.
+     */
+    firstGrantAfterMs: number | null;
+    /** From the change to the moment that grant's acquire() returned (the worker's clock mapped), ms. */
+    firstAcquiredAfterMs: number | null;
+    /**
+     * acquire() calls that were waiting when the change took effect and then failed (LockTimeoutError or another
+     * error), and the longest of them, ms: waiters that the change left waiting in vain.
+     */
+    failedAcrossChange: number | null;
+    longestFailedAcrossChangeMs: number | null;
+  }>;
+  /** The change the bound applies to (TopologySpec.firstGrantFrom). */
+  firstGrantFrom: string;
+  /** The worst first grant after an occurrence of that change, ms; null: none after one of them (never). */
+  firstGrantAfterChangeMs: number | null;
+  firstGrantBoundMs: number;
+  /** Kill → promotion, ms (the kill scenarios). */
+  killToPromotionMs: number | null;
+}
+
 export interface Analysis {
   scenario: string;
   fault: string;
@@ -149,6 +181,25 @@ export interface Analysis {
   idleWorst: string | null;
   /** The largest error of the wall → server clock mapping over the workers, ms. */
   clockErrMs: number | null;
+  /**
+   * Overlapping pairs (overlapsLive + overlapsLost, exclusive sections) split by whether the older holder (lower
+   * fence) had been told: its lease.signal had aborted, on the servers' clock, no later than the newer holder's
+   * grant (within the clock error): aware; otherwise unaware. null when not measurable (no worker clocks).
+   */
+  overlapsAware: number | null;
+  overlapsUnaware: number | null;
+  /**
+   * Of overlapsUnaware, those whose older holder's being unaware is expected, as for "unaware at re-grant": a
+   * process the fault paused or blocked, or a lost lease when the fault loses lease data (spec.losesLeaseData).
+   * The others fail the run.
+   */
+  overlapsUnawareExpected: number | null;
+  unawareOverlapDetails: string[];
+  /** acquire() calls that did not settle within waitMs + the margin (WorkerResult.hung): must be 0. */
+  hungAcquires: number;
+  hungDetails: string[];
+  /** The topology scenarios' figures (null for the others). */
+  topology: TopologyReport | null;
   /** What the lock server held after the workers exited; `leaked` = holds + queues + channels (must be 0). */
   leaks: LeakReport | null;
   leaked: number | null;
@@ -213,12 +264,14 @@ export function analyze(input: AnalyzeInput): Analysis {
   const stamped = sections.filter(onServer).sort((a, b) => a.opStart - b.opStart);
   let overlapsLive = 0;
   let overlapsLost = 0;
+  const overlapping: Array<[Section, Section]> = [];
   for (let i = 0; i < stamped.length; i++) {
     const a = stamped[i];
     for (let j = i + 1; j < stamped.length && stamped[j].opStart < a.opEnd; j++) {
       const b = stamped[j];
       // Read-only sections (shared holds, permits) may overlap one another; permits are counted below.
       if (b.w === a.w || (a.readOnly && b.readOnly)) continue;
+      overlapping.push([a, b]);
       if (isLost(a) || isLost(b)) overlapsLost++;
       else {
         overlapsLive++;
@@ -431,6 +484,22 @@ export function analyze(input: AnalyzeInput): Analysis {
     );
   }
 
+  const aware = awareness(input, overlapping);
+  const unawareUnexpected = (aware.overlapsUnaware ?? 0) - (aware.overlapsUnawareExpected ?? 0);
+  if (unawareUnexpected > 0) {
+    problems.push(`${unawareUnexpected} overlaps with an older holder not yet told: ${aware.details.join("; ")}`);
+  }
+  const hung = workers.flatMap((w) =>
+    (w.hung ?? []).map((h) =>
+      `${w.id} acquire from ${Math.round(h.acqStart - input.startWall)} ms (run time) not settled by ` +
+      `${Math.round(h.detectedAt - h.acqStart)} ms: ${
+        h.settledAt === undefined ? "never settled" : `settled after ${Math.round(h.settledAt - h.acqStart)} ms`
+      } (${h.outcome})`
+    )
+  );
+  if (hung.length > 0) problems.push(`${hung.length} hung acquires: ${hung.slice(0, 3).join("; ")}`);
+  const topology = spec.topology ? topologyReport(input, sections, problems) : null;
+
   const durationMs = input.endWall - input.startWall;
   const ok = overlapsLive === 0 && staleAccepted === 0 && lostUpdatesLive === 0 && rejectedLiveWrites === 0 &&
     fenceViolations === 0 && problems.length === 0;
@@ -471,10 +540,114 @@ export function analyze(input: AnalyzeInput): Analysis {
     failedWorkers: input.failed.map((f) => f.id),
     warnings: input.warnings.slice(0, 20),
     ...tl,
+    overlapsAware: aware.overlapsAware,
+    overlapsUnaware: aware.overlapsUnaware,
+    overlapsUnawareExpected: aware.overlapsUnawareExpected,
+    unawareOverlapDetails: aware.details,
+    hungAcquires: hung.length,
+    hungDetails: hung.slice(0, 10),
+    topology,
     leaks,
     leaked,
     problems,
     ok,
+  };
+}
+
+/** Maps a worker's wall ms to the servers' clock (null: some worker has no clock sync, e.g. synthetic inputs). */
+function serverClock(
+  workers: WorkerResult[],
+): { srv: (w: string, t: number) => number; err: (w: string) => number } | null {
+  if (workers.length === 0 || workers.some((w) => !w.clock)) return null;
+  const clocks = new Map(workers.map((w) => [w.id, w.clock!]));
+  return { srv: (w, t) => t + clocks.get(w)!.offsetMs, err: (w) => clocks.get(w)!.errMs };
+}
+
+/**
+ * For each overlapping pair, whether the older holder (lower fence) had been told before the newer grant: its
+ * signal's abort (mapped to the servers' clock) no later than the newer fence's grant time + its clock error.
+ * Details name the first unexpected ones (see Analysis.overlapsUnawareExpected).
+ */
+function awareness(
+  input: AnalyzeInput,
+  pairs: Array<[Section, Section]>,
+): {
+  overlapsAware: number | null;
+  overlapsUnaware: number | null;
+  overlapsUnawareExpected: number | null;
+  details: string[];
+} {
+  const clock = serverClock(input.workers);
+  if (!clock || input.spec.noLock) {
+    return { overlapsAware: null, overlapsUnaware: null, overlapsUnawareExpected: null, details: [] };
+  }
+  let aware = 0, unaware = 0, expected = 0;
+  const details: string[] = [];
+  for (const [x, y] of pairs) {
+    const [older, newer] = x.fence < y.fence ? [x, y] : [y, x];
+    const grant = newer.fence / 1000;
+    const told = older.abortAt === undefined ? Infinity : clock.srv(older.w, older.abortAt);
+    if (told <= grant + clock.err(older.w)) aware++;
+    else {
+      unaware++;
+      if (older.fault !== undefined || (input.spec.losesLeaseData === true && isLost(older))) {
+        expected++;
+        continue;
+      }
+      if (details.length < 3) {
+        details.push(
+          `${tag(older)} (fence ${older.fence}${isLost(older) ? `, lost: ${older.why ?? "release-false"}` : ""}) ` +
+            `told ${told === Infinity ? "never" : `${Math.round((told - grant) * 10) / 10} ms after`} ` +
+            `${tag(newer)} was granted`,
+        );
+      }
+    }
+  }
+  return { overlapsAware: aware, overlapsUnaware: unaware, overlapsUnawareExpected: expected, details };
+}
+
+/** The topology figures: each change (fault events with change/srvMs) and the first grant after it. */
+function topologyReport(input: AnalyzeInput, sections: Section[], problems: string[]): TopologyReport {
+  const t = input.spec.topology!;
+  const clock = serverClock(input.workers);
+  const bound = t.firstGrantBoundMs ?? 2_000;
+  const r1 = (x: number) => Math.round(x * 10) / 10;
+  const runStart = clock ? clock.srv(input.workers[0].id, input.startWall) : NaN;
+  const changes = input.faults.filter((f) => f.change === true && typeof f.srvMs === "number").map((f) => {
+    const at = f.srvMs as number;
+    const after = sections.filter((s) => s.fence / 1000 >= at).sort((a, b) => a.fence - b.fence);
+    const first = after[0];
+    const across = clock
+      ? input.workers.flatMap((w) =>
+        (w.failedWaits ?? []).filter(([a, b]) => clock.srv(w.id, a) < at && clock.srv(w.id, b) > at).map(([a, b]) =>
+          b - a
+        )
+      )
+      : null;
+    return {
+      event: f.event,
+      atMs: Math.round(at - runStart),
+      firstGrantAfterMs: first ? r1(first.fence / 1000 - at) : null,
+      firstAcquiredAfterMs: first && clock ? r1(clock.srv(first.w, first.start) - at) : null,
+      failedAcrossChange: across ? across.length : null,
+      longestFailedAcrossChangeMs: across && across.length > 0 ? Math.round(Math.max(...across)) : null,
+    };
+  });
+  const from = changes.filter((c) => c.event === t.firstGrantFrom);
+  let worst: number | null = from.length === 0 ? null : 0;
+  for (const c of from) {
+    worst = worst === null || c.firstGrantAfterMs === null ? null : Math.max(worst, c.firstGrantAfterMs);
+  }
+  if (from.length === 0) problems.push(`the topology change "${t.firstGrantFrom}" did not happen`);
+  else if (worst === null) problems.push(`no grant after "${t.firstGrantFrom}" until the end of the run`);
+  else if (worst > bound) problems.push(`first grant ${worst} ms after "${t.firstGrantFrom}" (bound ${bound} ms)`);
+  const k2p = input.faults.find((f) => f.event === "kill to promotion");
+  return {
+    changes,
+    firstGrantFrom: t.firstGrantFrom,
+    firstGrantAfterChangeMs: worst,
+    firstGrantBoundMs: bound,
+    killToPromotionMs: k2p ? Number(k2p.ms) : null,
   };
 }
 

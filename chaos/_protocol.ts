@@ -66,10 +66,30 @@ export type WorkerFault =
 /** See WorkerConfig.kind. */
 export type LeaseMode = "names" | "elect" | "shared" | "permits";
 
+/**
+ * A lock side other than one plain redis-server (the topology scenarios, chaos/_topology.ts): the worker connects
+ * with the driver's own cluster or sentinel client, directly (no fault proxy: the topology itself is the fault).
+ */
+export type LockTarget =
+  /** Redis Cluster through node-redis v4 (`redis`) or v5 (`redis5`) createCluster; rootNodes are redis:// urls. */
+  | { kind: "cluster"; driver: "redis4" | "redis5"; rootNodes: string[] }
+  /** A Sentinel group through node-redis v5's createSentinel. */
+  | { kind: "sentinel"; name: string; sentinels: Array<{ host: string; port: number }> };
+
 export interface WorkerConfig {
   /** Worker id, e.g. "bun-1". */
   id: string;
+  /** The plain lock server (through the worker's proxy), unless `lock` names a topology. */
   lockUrl: string;
+  /** A cluster or sentinel lock side instead of `lockUrl`. */
+  lock?: LockTarget;
+  /** The acquire option `replicas` (WAIT for that many replicas' acks on every grant). */
+  replicas?: number;
+  /**
+   * An acquire that has not settled this long after waitMs is recorded as hung (WorkerResult.hung); the worker
+   * waits for it until the end of the run, then gives up (default 5000).
+   */
+  hangMarginMs?: number;
   resUrl: string;
   /** The lease name all workers contend for. */
   name: string;
@@ -81,6 +101,8 @@ export interface WorkerConfig {
   waitMs: number;
   /** The sleep between the read and the write inside the critical section, ms. */
   csSleepMs: number;
+  /** The same for this worker's first section only (a long first hold: ScenarioSpec.longHolder). */
+  firstCsSleepMs?: number;
   /** Faults this worker applies to itself, at `atMs` after GO (first section that starts after that). */
   faults?: WorkerFault[];
   /** The acquire option `claimMs` (default: the library's). */
@@ -198,6 +220,18 @@ export interface WorkerResult {
   clock?: ClockSync;
   /** [start, end] wall ms of every acquire() call that failed (the worker was waiting then, too). */
   failedWaits?: Array<[number, number]>;
+  /** Acquire calls that did not settle within waitMs + hangMarginMs. */
+  hung?: HungAcquire[];
+}
+
+/** An acquire() call that had not settled waitMs + hangMarginMs after it started (wall ms of this worker). */
+export interface HungAcquire {
+  acqStart: number;
+  /** When the worker noticed (acqStart + waitMs + hangMarginMs). */
+  detectedAt: number;
+  /** When it settled at last, and how ("lease": it returned a lease, used as a section; or the error class). */
+  settledAt?: number;
+  outcome: string;
 }
 
 /** One clock sample: `time()` returns the server's TIME as [seconds, microseconds]. */

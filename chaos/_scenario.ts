@@ -5,6 +5,10 @@
 //
 // Every worker reaches the lock server through its own FaultProxy (chaos/_proxy.ts), started here: its "route",
 // on which the network scenarios inject their faults. The resource server is reached directly (never faulted).
+//
+// The lock side is decided in one place, runScenario: one plain lock server behind the proxies; or, for a spec with
+// `topology` (the topo-* scenarios), a Redis Cluster or Sentinel group (chaos/_topology.ts) that the workers reach
+// directly with the driver's cluster or sentinel client, and whose injector changes the topology.
 import { type ChildProcess, spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -20,6 +24,8 @@ import {
 } from "./_protocol.ts";
 import { type FaultProxy, startProxy } from "./_proxy.ts";
 import { type ChaosRedis, type Client, startChaosRedis } from "./_servers.ts";
+import { startTopology, type Topology, type TopologySpec } from "./_topology.ts";
+import { createClient } from "redis";
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(root, "chaos", "worker.ts");
@@ -111,6 +117,21 @@ export interface ScenarioSpec {
    * `idleBound` in chaos/_analyze.ts).
    */
   idleBoundMs?: number;
+  /**
+   * The lock side is a Redis Cluster or a Sentinel group instead of one plain server (chaos/_topology.ts): no
+   * proxies, no `inject` / `victims` / `lockArgs`; the topology's own injector changes it.
+   */
+  topology?: TopologySpec;
+  /** The acquire option `replicas` of every worker. */
+  replicas?: number;
+  /** WorkerConfig.hangMarginMs: an acquire not settled within waitMs + this is reported as hung (default 5000). */
+  hangMarginMs?: number;
+  /**
+   * One worker whose first critical section takes `csSleepMs` (e.g. longer than a failover; its later ones are
+   * like everyone's): it still holds when the topology changes and makes its late writes after the lease was
+   * granted again, which fencing must reject.
+   */
+  longHolder?: { worker: number; csSleepMs: number };
 }
 
 export interface FaultEvent {
@@ -195,32 +216,46 @@ let runs = 0;
 export const fixedOwner = (workerId: string) => `fixed-${workerId}`;
 
 export async function runScenario(spec: ScenarioSpec, log: (line: string) => void = () => {}): Promise<ScenarioRun> {
-  const lock = await startChaosRedis(spec.lockArgs ?? []);
-  const resource = await startChaosRedis();
+  if (spec.topology && (spec.inject || spec.victims?.length || spec.lockArgs || spec.faulted?.length)) {
+    throw new Error(`${spec.name}: a topology scenario takes no inject, victims, lockArgs or faulted routes`);
+  }
+  // The lock side: one plain server behind per-worker proxies, or a topology (cluster / sentinel).
+  let lock: ChaosRedis | undefined;
+  let topo: Topology | undefined;
   const children: Child[] = [];
   const pids: number[] = [];
   const proxies: FaultProxy[] = [];
+  let resource: ChaosRedis | undefined;
   try {
-    const admin = await lock.client();
-    const res = await resource.client();
+    if (spec.topology) {
+      topo = await startTopology(spec.topology);
+      log(`  [${spec.name}] lock side: ${topo.describe}`);
+    } else lock = await startChaosRedis(spec.lockArgs ?? []);
+    const resourceServer = resource = await startChaosRedis();
+    const admin = lock ? await lock.client() : undefined;
+    const res = await resourceServer.client();
     const name = `chaos-${spec.name}-${process.pid}-${++runs}`;
     const resPrefix = `res:${name}`;
     const counts: Partial<Record<Runtime, number>> = {};
     // One route (proxy) per worker, in front of the lock server's port (which a restart keeps).
-    for (const _ of spec.workers) proxies.push(await startProxy({ port: lock.port }));
+    if (lock) { for (const _ of spec.workers) proxies.push(await startProxy({ port: lock.port })); }
     spec.workers.forEach((rt, i) => {
       const n = counts[rt] = (counts[rt] ?? -1) + 1;
       const id = `${rt}-${n}`;
       const cfg: WorkerConfig = {
         id,
-        lockUrl: proxies[i].url,
-        resUrl: resource.url,
+        lockUrl: lock ? proxies[i].url : "",
+        lock: topo?.target,
+        replicas: spec.replicas,
+        hangMarginMs: spec.hangMarginMs,
+        resUrl: resourceServer.url,
         name,
         resPrefix,
         watchdogMs: spec.leaseMs === undefined ? spec.watchdogMs ?? 300 : undefined,
         leaseMs: spec.leaseMs,
         waitMs: spec.waitMs ?? 5_000,
         csSleepMs: (spec.faulted?.includes(i) ? spec.faultedCsSleepMs : undefined) ?? spec.csSleepMs ?? 3,
+        firstCsSleepMs: spec.longHolder?.worker === i ? spec.longHolder.csSleepMs : undefined,
         faults: (spec.victims ?? []).filter((v) => v.worker === i).map((v) => v.fault),
         noLock: spec.noLock || undefined,
         claimMs: spec.claimMs,
@@ -270,7 +305,7 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
       };
     }
 
-    const routes: WorkerRoute[] = children.map((c, index) => ({
+    const routes: WorkerRoute[] = !lock ? [] : children.map((c, index) => ({
       index,
       id: c.id,
       proxy: proxies[index],
@@ -281,7 +316,7 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
 
     const startWall = wall() + 50;
     const endWall = startWall + spec.durationMs;
-    const ctx: FaultContext = {
+    const ctx: FaultContext | undefined = lock && admin && {
       lock,
       admin,
       startWall,
@@ -296,7 +331,8 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
     // finish their last acquire/release calls (and exit) on healthy routes.
     const clearRoutes = () => proxies.forEach((p) => p.clear());
     const clearAtEnd = setTimeout(clearRoutes, endWall - wall() + 100);
-    const injected = spec.inject?.(ctx).catch((e) => {
+    const injector = topo ? topo.inject({ startWall, until: endWall, hash, note }) : ctx && spec.inject?.(ctx);
+    const injected = injector?.catch((e) => {
       note("injector failed", { error: String(e) });
     }).finally(clearRoutes);
     const deadline = setTimeout(() => children.forEach((c) => killHard(c)), spec.durationMs + 45_000);
@@ -310,7 +346,7 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
     const exitBy = setTimeout(() => children.forEach((c) => killHard(c)), 10_000);
     await Promise.all(children.map((c) => c.exited));
     clearTimeout(exitBy);
-    const leaks = spec.noLock ? undefined : await leftovers(admin, proxies);
+    const leaks = spec.noLock ? undefined : admin ? await leftovers(admin, proxies) : await topologyLeftovers(topo!);
 
     const keys = resourceKeys(resPrefix);
     const counter = Number(await res.get(keys.counter) ?? 0);
@@ -339,7 +375,8 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
     });
     const lockStats: Record<string, number> = {};
     try {
-      const info = await admin.sendCommand(["INFO", "all"]) as string;
+      // (A topology's stats are spread over its nodes: not collected.)
+      const info = await admin!.sendCommand(["INFO", "all"]) as string;
       for (const m of info.matchAll(/^(cmdstat_[^:]+):calls=(\d+)/gm)) lockStats[m[1]] = Number(m[2]);
       for (const m of info.matchAll(/^(errorstat_[^:]+):count=(\d+)/gm)) lockStats[m[1]] = Number(m[2]);
     } catch { /* the lock server is not answering: no stats */ }
@@ -347,9 +384,44 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
   } finally {
     children.forEach((c) => killHard(c));
     for (const p of proxies) await p.close();
-    await lock.stop();
-    await resource.stop();
+    await lock?.stop();
+    await topo?.stop();
+    await resource?.stop();
   }
+}
+
+/**
+ * `leftovers` on every master of a topology (live cluster masters, or the current Sentinel primary), merged: each
+ * reports what it holds of the lease (the lease name's slot is on one of them), its queues and its channels (but
+ * `__sentinel__:hello`, the sentinels' own). Each polls the full 3 s: replicas and sentinels stay connected.
+ */
+async function topologyLeftovers(topo: Topology): Promise<LeakReport> {
+  const ports = await topo.masterPorts();
+  const reports = await Promise.all(ports.map(async (port) => {
+    const c = createClient({ url: `redis://127.0.0.1:${port}` });
+    c.on("error", () => {});
+    await c.connect();
+    try {
+      const r = await leftovers(c as unknown as Client, []);
+      return {
+        ...r,
+        holds: r.holds.map((h) => `${port}: ${h}`),
+        queues: r.queues.map((q) => `${port}: ${q}`),
+        // The sentinels' own hello channel on the primary is theirs, not a leftover of the workers.
+        channels: r.channels.filter((ch) => ch !== "__sentinel__:hello").map((ch) => `${port}: ${ch}`),
+      };
+    } finally {
+      await c.disconnect().catch(() => {});
+    }
+  }));
+  return {
+    holds: reports.flatMap((r) => r.holds),
+    queues: reports.flatMap((r) => r.queues),
+    channels: reports.flatMap((r) => r.channels),
+    clients: reports.reduce((n, r) => n + r.clients, 0),
+    proxyConnections: 0,
+    waitedMs: Math.max(0, ...reports.map((r) => r.waitedMs)),
+  };
 }
 
 /**

@@ -14,12 +14,17 @@
  *                                              the checker reports the live overlaps and lost updates
  *
  *   npm run chaos -- --only net-latency,net-lost-reply   the network fault scenarios are named net-*
+ *   npm run chaos -- --only topo-slot-migration --out topology
+ *                                              the topology scenarios are named topo-*; --out names the result
+ *                                              files (chaos/results/<out>.md and .json; default "chaos")
  *
  * Exits non-zero if any scenario shows an overlap, a lost update or a rejected write among live holders, a stale
  * fenced write accepted, a fence out of order, a paused/blocked holder whose late write was not rejected, a live
  * holder unaware of its loss when the lease was granted to another worker, a free lease idle for longer than the
  * scenario's bound while a non-faulted worker waited, or holds, queues or subscriptions left on the lock server
- * after the workers exited.
+ * after the workers exited; or an overlap whose older holder had not been told by the newer grant (unless the
+ * fault explains it), an acquire that hung (not settled within waitMs + 5 s), and for the topology scenarios a
+ * first grant later than 2 s after the change the scenario names (or none).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -43,6 +48,11 @@ if (argv.includes("--soak")) {
   process.exit(r.status ?? 1);
 }
 
+const out = opt("--out") ?? "chaos";
+if (!/^[\w.-]+$/.test(out)) {
+  console.error(`--out takes a plain file name (chaos/results/<out>.md), not ${JSON.stringify(out)}`);
+  process.exit(2);
+}
 const runtimes = (opt("--runtimes")?.split(",") as Runtime[] | undefined) ?? ALL_RUNTIMES;
 
 if (argv.includes("--self-test")) {
@@ -86,6 +96,7 @@ for (const spec of selected) {
       `lost holders ${a.minLostRegrantMarginMs} ms), ` +
       `idle with live waiters ${a.maxIdleWaitingMs} ms (bound ${a.idleBoundMs}), leaked ${a.leaked}`,
   );
+  if (a.topology) console.log(`  topology: ${topologyLine(a)}`);
   for (const p of a.problems.slice(0, 10)) console.log(`  problem: ${p.slice(0, 600)}`);
 }
 
@@ -138,6 +149,48 @@ lines.push(
     "re-checks that often; + 500 ms for 2 shared cores). Leaked: lease hashes with an owner, wait queues, and " +
     "subscribed channels (plain or sharded) on the lock server after every worker process exited (must be 0).",
 );
+const topo = analyses.filter((a) => a.topology);
+if (topo.length > 0) {
+  lines.push("");
+  lines.push("Topology scenarios:");
+  lines.push("");
+  lines.push(
+    "| scenario | overlaps aware / unaware | stale fenced accepted | hung acquires | kill → promotion | first grant after change (bound) | each change: at → first grant after it (acquire returned) | errors by class | problems |",
+  );
+  lines.push("|---|---|---|---|---|---|---|---|---|");
+  for (const a of topo) {
+    const t = a.topology!;
+    const changes = t.changes.map((c) =>
+      `${c.event} +${c.atMs} ms → ${c.firstGrantAfterMs === null ? "none" : `${c.firstGrantAfterMs} ms`}` +
+      (c.firstAcquiredAfterMs === null ? "" : ` (${c.firstAcquiredAfterMs} ms)`) +
+      (c.failedAcrossChange
+        ? `, ${c.failedAcrossChange} waiting acquires failed (longest ${c.longestFailedAcrossChangeMs} ms)`
+        : "")
+    ).join("; ");
+    lines.push(
+      `| ${a.scenario} | ${na(a.overlapsAware)} / ${na(a.overlapsUnaware)}${
+        a.overlapsUnawareExpected ? ` (${a.overlapsUnawareExpected} expected)` : ""
+      } | ${a.staleAccepted} | ${a.hungAcquires} | ` +
+        `${t.killToPromotionMs === null ? "—" : `${t.killToPromotionMs} ms`} | ` +
+        `${
+          t.firstGrantAfterChangeMs === null ? "**never**" : `${t.firstGrantAfterChangeMs} ms`
+        } after "${t.firstGrantFrom}" (${t.firstGrantBoundMs}) | ${changes} | ${fmt(a.errors)} | ${
+          a.problems.length === 0 ? "—" : a.problems.map((p) => p.slice(0, 300).replace(/\|/g, "/")).join("<br>")
+        } |`,
+    );
+  }
+  lines.push("");
+  lines.push(
+    "Overlaps aware / unaware: overlapping critical sections (resource server's clock) whose older holder's " +
+      "lease.signal had / had not aborted by the newer holder's grant (servers' clock); expected: the older " +
+      "holder's lease was lost with lease data the fault lost (a failover without replicas: 1). Stale fenced " +
+      "accepted: must be 0. Hung acquires: acquire() calls not settled within waitMs + 5 s (must be 0). First grant after " +
+      "change: from the change (on the servers' clock: TIME of a node right after it took effect; for the kills, " +
+      "the replica answering ROLE with master) to the first grant (its fence, the lock server's TIME at the grant), " +
+      "the worst over the occurrences of the change named; in brackets, to when that acquire() returned; then the " +
+      "acquire() calls that were waiting at the change and failed in the end (waitMs 5 s), and the longest.",
+  );
+}
 const victims = analyses.flatMap((a) => a.victims.map((v) => ({ scenario: a.scenario, ...v })));
 if (victims.length > 0) {
   lines.push("");
@@ -176,6 +229,14 @@ for (const a of analyses) {
         : `Warnings printed on stderr: ${groupWarnings(a.warnings)}`),
   );
 }
+/** One line of topology figures for the console. */
+function topologyLine(a: Analysis): string {
+  const t = a.topology!;
+  return `overlaps aware ${a.overlapsAware} / unaware ${a.overlapsUnaware} (expected ${a.overlapsUnawareExpected}), stale accepted ${a.staleAccepted}, ` +
+    `hung acquires ${a.hungAcquires}, kill→promotion ${t.killToPromotionMs ?? "—"} ms, first grant ${
+      t.firstGrantAfterChangeMs ?? "never"
+    } ms after "${t.firstGrantFrom}" (bound ${t.firstGrantBoundMs}); changes: ${JSON.stringify(t.changes)}`;
+}
 /** "worker: message" lines → each distinct message once, with the workers that printed it. */
 function groupWarnings(warnings: string[]): string {
   const by = new Map<string, string[]>();
@@ -192,10 +253,10 @@ console.log(`\n${table}`);
 
 const dir = join(root, "chaos", "results");
 mkdirSync(dir, { recursive: true });
-writeFileSync(join(dir, "chaos.md"), `${table}\n`);
+writeFileSync(join(dir, `${out}.md`), `${table}\n`);
 writeFileSync(
-  join(dir, "chaos.json"),
+  join(dir, `${out}.json`),
   JSON.stringify({ at: new Date().toISOString(), runtimes, scenarios: raw }, null, 2),
 );
-console.log(`\nwrote chaos/results/chaos.md and chaos/results/chaos.json`);
+console.log(`\nwrote chaos/results/${out}.md and chaos/results/${out}.json`);
 process.exit(analyses.every((a) => a.ok) ? 0 : 1);

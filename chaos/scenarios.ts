@@ -7,6 +7,7 @@ import {
   subscriberBlackhole,
   subscriberResetQueued,
 } from "./_network.ts";
+import { killPrimary, killSlotMaster, migrateSlot } from "./_topology.ts";
 import {
   clientKill,
   clientPause,
@@ -106,6 +107,96 @@ export function scenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
     },
     ...networkScenarios(workers),
     ...kindScenarios(workers),
+    ...topologyScenarios(workers),
+  ];
+}
+
+/**
+ * The topology scenarios (chaos/_topology.ts): the lock side is a Redis Cluster or a Sentinel group, reached with
+ * the driver's own cluster / sentinel client (no proxies), and the fault is a topology change while every worker
+ * loops; the fenced register stays on its own plain server. Watchdog lease 1000 ms (renewed every 333 ms: a
+ * migration's ASK window does not cost every lease). Reported besides the usual checks: overlaps with an older
+ * holder told / not told before the newer grant, hung acquires (not settled within waitMs + 5 s), and the time
+ * from each change to the first grant after it; the bound (2 s) applies from the change named by firstGrantFrom.
+ * In the kill scenarios the first worker's first section is long (11 s cluster, 8 s sentinel: it holds from the
+ * start, through the kill, until after the lease is granted again), so its late write tests fencing across the
+ * failover, and the waiters queued behind it at the kill test the handoff across it.
+ *
+ * - topo-slot-migration: 3 masters, no replicas; the lease name's slot migrated live to the next master at 2 s
+ *   and at 6 s (IMPORTING/MIGRATING, 300 ms ASK window, MIGRATE, SETSLOT NODE). Bound from each "migrated".
+ * - topo-master-kill[-replicas1][-v5]: 3 masters + 1 replica each, cluster-node-timeout 1000; the master of the
+ *   slot SIGKILLed at 2.5 s, its replica promoted, the killed node restarted (empty) 5 s after the promotion and
+ *   rejoining as a replica (5 s: later than the waitMs of the acquires waiting at the kill, so that a grant the
+ *   restart makes possible is told apart from one that only follows their timeout). node-redis v4 cluster (v5 with -v5). Default options: bound from "promoted", and the
+ *   lease data may be lost with the master (unreplicated grants: losesLeaseData). `replicas: 1`: no grant is
+ *   possible until the promoted master has a replica again, so the bound is from "rejoined as replica", and any
+ *   holder unaware at a re-grant is a failure.
+ * - topo-sentinel-kill[-replicas1]: primary + 2 replicas + 3 sentinels (down-after 2000 ms, the harness's default
+ *   for two replicas), node-redis v5 createSentinel; the primary SIGKILLed at 2 s (not restarted). The second
+ *   replica is what `replicas: 1` needs after the failover: bound from "replica attached" then, else "promoted".
+ */
+export function topologyScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
+  const base = { workers, watchdogMs: 1_000 };
+  const kill = (driver: "redis4" | "redis5", replicas: number): ScenarioSpec => ({
+    ...base,
+    name: `topo-master-kill${replicas ? "-replicas1" : ""}${driver === "redis5" ? "-v5" : ""}`,
+    fault: `cluster 3 masters + 3 replicas (node timeout 1 s), node-redis ${driver === "redis5" ? "v5" : "v4"}` +
+      `${replicas ? ", replicas: 1" : ""}: the slot's master SIGKILLed at 2.5 s, replica promoted, old master ` +
+      "restarted 5 s later (rejoins as replica)",
+    durationMs: 16_000,
+    longHolder: { worker: 0, csSleepMs: 11_000 },
+    replicas: replicas || undefined,
+    losesLeaseData: replicas === 0,
+    // Across a failover nobody can be granted the lease until a master (and for replicas: 1 a replica) is back:
+    // the idle check does not apply; the first grant after the change is the figure (topology.firstGrantFrom).
+    idleBoundMs: 16_000,
+    topology: {
+      kind: "cluster",
+      cluster: { masters: 3, replicasPerMaster: 1, nodeTimeoutMs: 1_000 },
+      driver,
+      inject: killSlotMaster(2_500, 5_000),
+      firstGrantFrom: replicas ? "rejoined as replica" : "promoted",
+    },
+  });
+  const sentinel = (replicas: number): ScenarioSpec => ({
+    ...base,
+    name: `topo-sentinel-kill${replicas ? "-replicas1" : ""}`,
+    fault: `sentinel primary + 2 replicas + 3 sentinels, node-redis v5 createSentinel${
+      replicas ? ", replicas: 1" : ""
+    }: the primary SIGKILLed at 2 s, a replica promoted`,
+    durationMs: 12_000,
+    longHolder: { worker: 0, csSleepMs: 8_000 },
+    replicas: replicas || undefined,
+    losesLeaseData: replicas === 0,
+    idleBoundMs: 12_000,
+    topology: {
+      kind: "sentinel",
+      sentinel: { replicas: 2, sentinels: 3 },
+      inject: killPrimary(2_000),
+      firstGrantFrom: replicas ? "replica attached" : "promoted",
+    },
+  });
+  return [
+    {
+      ...base,
+      name: "topo-slot-migration",
+      fault: "cluster 3 masters, node-redis v4: the lease's slot migrated live to the next master at 2 s and 6 s " +
+        "(300 ms ASK window)",
+      durationMs: 9_000,
+      topology: {
+        kind: "cluster",
+        cluster: { masters: 3, replicasPerMaster: 0 },
+        driver: "redis4",
+        inject: migrateSlot([2_000, 6_000], 300),
+        firstGrantFrom: "migrated",
+      },
+    },
+    kill("redis4", 0),
+    kill("redis4", 1),
+    kill("redis5", 0),
+    kill("redis5", 1),
+    sentinel(0),
+    sentinel(1),
   ];
 }
 

@@ -20,13 +20,14 @@
  * INCR on the lock server and runs unprotected, so real overlaps and lost updates happen and must be reported.
  */
 import { createClient } from "redis";
-import { acquire, type AcquireOptions, campaign, type Lease, release } from "../mod.ts";
+import { acquire, type AcquireOptions, campaign, type Lease, type RedisLike, release } from "../mod.ts";
 // Internal, read only to report the client id (so the parent can tell this worker's queue entries and channel).
 import { stateOf } from "../src/_client.ts";
 import {
   combineClock,
   errorClass,
   type FaultRecord,
+  type HungAcquire,
   RESOURCE,
   resourceKeys,
   type Section,
@@ -38,7 +39,7 @@ import {
 } from "./_protocol.ts";
 
 const cfg = JSON.parse(process.argv[2] ?? "null") as WorkerConfig | null;
-if (!cfg || !cfg.lockUrl || !cfg.resUrl || !cfg.name) {
+if (!cfg || !(cfg.lockUrl || cfg.lock) || !cfg.resUrl || !cfg.name) {
   console.error("usage: worker.ts '<WorkerConfig JSON>' (see chaos/_protocol.ts)");
   process.exit(2);
 }
@@ -71,14 +72,47 @@ function readGo(): Promise<number> {
   });
 }
 
-const lock = createClient({
-  url: cfg.lockUrl,
-  socket: { reconnectStrategy: (n: number) => Math.min(n * 20, 200), connectTimeout: 2_000 },
-});
-lock.on("error", (e: unknown) => bump(`client-event:${errorClass(e)}`));
+/** The lock client: what acquire() takes, plus INCR (the self-test's fences) and a way to close it. */
+type LockClient = RedisLike & { incr(key: string): Promise<number> };
+const socket = { reconnectStrategy: (n: number) => Math.min(n * 20, 200), connectTimeout: 2_000 };
+const onLockError = (e: unknown) => bump(`client-event:${errorClass(e)}`);
+
+/**
+ * One plain node-redis v4 client through the worker's proxy; or, for the topology scenarios (chaos/_topology.ts),
+ * the driver's cluster or sentinel client, connected directly. The topology drivers are imported only when used.
+ */
+async function connectLock(): Promise<{ lock: LockClient; close: () => Promise<unknown> }> {
+  const t = cfg!.lock;
+  if (!t) {
+    const c = createClient({ url: cfg!.lockUrl, socket });
+    c.on("error", onLockError);
+    await c.connect();
+    return { lock: c as unknown as LockClient, close: () => c.quit() };
+  }
+  if (t.kind === "cluster") {
+    const rootNodes = t.rootNodes.map((url) => ({ url }));
+    if (t.driver === "redis5") {
+      const c = (await import("redis5")).createCluster({ rootNodes, defaults: { socket } });
+      c.on("error", onLockError);
+      await c.connect();
+      return { lock: c as unknown as LockClient, close: () => c.close() };
+    }
+    const c = (await import("redis")).createCluster({ rootNodes, defaults: { socket } });
+    c.on("error", onLockError);
+    await c.connect();
+    return { lock: c as unknown as LockClient, close: () => c.quit() };
+  }
+  const { createSentinel } = await import("redis5");
+  const c = createSentinel({ name: t.name, sentinelRootNodes: t.sentinels, nodeClientOptions: { socket } });
+  c.on("error", onLockError);
+  c.on("client-error", (e: unknown) => bump(`client-error-event:${errorClass((e as { error?: unknown }).error ?? e)}`));
+  await c.connect();
+  return { lock: c as unknown as LockClient, close: () => c.close() };
+}
+
+const { lock, close: closeLock } = await connectLock();
 const res = createClient({ url: cfg.resUrl });
 res.on("error", (e: unknown) => bump(`resource-event:${errorClass(e)}`));
-await lock.connect();
 await res.connect();
 const keys = resourceKeys(cfg.resPrefix);
 const options: AcquireOptions = {
@@ -86,6 +120,7 @@ const options: AcquireOptions = {
   waitMs: cfg.waitMs,
   ...(cfg.claimMs !== undefined ? { claimMs: cfg.claimMs } : {}),
   ...(cfg.owner !== undefined ? { owner: cfg.owner } : {}),
+  ...(cfg.replicas !== undefined ? { replicas: cfg.replicas } : {}),
 };
 
 // Warm-up: loads the library's scripts, so the timed phase sees only steady-state traffic.
@@ -101,6 +136,38 @@ const goWall = wall();
 const faults: WorkerFault[] = [...(cfg.faults ?? [])].sort((a, b) => a.atMs - b.atMs);
 const sections: Section[] = [];
 const failedWaits: Array<[number, number]> = [];
+const hung: HungAcquire[] = [];
+const hangAfterMs = cfg.waitMs + (cfg.hangMarginMs ?? 5_000);
+
+/**
+ * `p` (an acquire), watched: if it has not settled hangAfterMs after `acqStart` it is recorded as hung, and then
+ * waited for until the end of the run at most (a lease it returns later is used like any other). Returns undefined
+ * if it never settled by then (the loop stops then: the call cannot be cancelled from here).
+ */
+async function watched(p: Promise<Lease>, acqStart: number): Promise<Lease | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), hangAfterMs - (wall() - acqStart))));
+  const first = await Promise.race([p, late]).finally(() => clearTimeout(timer));
+  if (first !== "late") return first;
+  const h: HungAcquire = { acqStart, detectedAt: wall(), outcome: "never settled" };
+  hung.push(h);
+  const settled = p.then(
+    (l) => {
+      h.settledAt = wall();
+      h.outcome = "lease";
+      return l;
+    },
+    (e) => {
+      h.settledAt = wall();
+      h.outcome = errorClass(e);
+      throw e;
+    },
+  );
+  settled.catch(() => {});
+  let endTimer: ReturnType<typeof setTimeout> | undefined;
+  const end = new Promise<undefined>((r) => (endTimer = setTimeout(() => r(undefined), Math.max(0, endWall - wall()))));
+  return await Promise.race([settled, end]).finally(() => clearTimeout(endTimer));
+}
 
 /** What the lease's signal says right after a pause or block, then after one turn of the event loop. */
 async function observe(kind: FaultRecord["kind"], lease: Lease, t0: number): Promise<FaultRecord> {
@@ -139,15 +206,19 @@ while (wall() < endWall) {
   try {
     if (cfg.noLock) fence = Number(await lock.incr(`${cfg.name}:nolock-fence`));
     else {
-      lease = cfg.kind === "names"
-        ? await acquire(lock, [cfg.name, `${cfg.name}:b`], options)
-        : cfg.kind === "elect"
-        ? await campaign(lock, cfg.name, options)
-        : cfg.kind === "shared" && seq % 3 !== 0
-        ? await acquire(lock, cfg.name, { ...options, shared: true })
-        : cfg.kind === "permits"
-        ? await acquire(lock, cfg.name, { ...options, permits: cfg.permits ?? 2 })
-        : await acquire(lock, cfg.name, options);
+      lease = await watched(
+        cfg.kind === "names"
+          ? acquire(lock, [cfg.name, `${cfg.name}:b`], options)
+          : cfg.kind === "elect"
+          ? campaign(lock, cfg.name, options)
+          : cfg.kind === "shared" && seq % 3 !== 0
+          ? acquire(lock, cfg.name, { ...options, shared: true })
+          : cfg.kind === "permits"
+          ? acquire(lock, cfg.name, { ...options, permits: cfg.permits ?? 2 })
+          : acquire(lock, cfg.name, options),
+        acqStart,
+      );
+      if (!lease) break; // hung past the end of the run (recorded in `hung`)
       fence = lease.fence;
     }
   } catch (e) {
@@ -190,7 +261,7 @@ while (wall() < endWall) {
       while (performance.now() - t0 < fault.blockMs) { /* a synchronous event-loop block */ }
       s.fault = await observe("block", lease!, t0);
     } else {
-      await sleep(cfg.csSleepMs);
+      await sleep(s.seq === 0 && cfg.firstCsSleepMs !== undefined ? cfg.firstCsSleepMs : cfg.csSleepMs);
     }
     if (s.readOnly) {
       // A reader or a permit holder: read again (the end of its interval on the server's clock), write nothing.
@@ -231,9 +302,9 @@ while (wall() < endWall) {
 }
 
 const clock = combineClock(clockBefore, await syncClock(time));
-const result: WorkerResult = { id: cfg.id, runtime, pid: process.pid, sections, errors, clock, failedWaits };
+const result: WorkerResult = { id: cfg.id, runtime, pid: process.pid, sections, errors, clock, failedWaits, hung };
 // Written with a callback: a line of some hundred KB to a pipe is not all out when write() returns, and exit() would
 // cut it (runs with thousands of sections, as shared leases and permits give, lost their RESULT's tail).
 await new Promise((resolve) => process.stdout.write(`RESULT ${JSON.stringify(result)}\n`, resolve));
-await Promise.race([Promise.allSettled([lock.quit(), res.quit()]), sleep(2_000)]);
+await Promise.race([Promise.allSettled([closeLock(), res.quit()]), sleep(2_000)]);
 process.exit(0);

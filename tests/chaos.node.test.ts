@@ -12,7 +12,8 @@ import { describe, test, type TestContext } from "node:test";
 import { type Analysis, analyze, type AnalyzeInput } from "../chaos/_analyze.ts";
 import type { Section, WorkerResult } from "../chaos/_protocol.ts";
 import { clientKill, runScenario, type Runtime, type ScenarioRun, scriptFlush } from "../chaos/_scenario.ts";
-import { kindScenarios, networkScenarios, selfTestScenario } from "../chaos/scenarios.ts";
+import { kindScenarios, networkScenarios, selfTestScenario, topologyScenarios } from "../chaos/scenarios.ts";
+import { migrateSlot } from "../chaos/_topology.ts";
 
 const WORKERS: Runtime[] = ["node", "node", "node"];
 
@@ -235,6 +236,40 @@ describe("every kind of lease under network faults (chaos subset, one worker per
   }
 });
 
+describe("a topology change under load (chaos subset, node workers)", () => {
+  // topo-slot-migration, shortened: a 3-master cluster (node-redis v4), the lease name's slot migrated live twice
+  // while 3 Node workers loop. Asserted: what the issue requires and holds today. The kill scenarios (npm run chaos
+  // -- --only topo-master-kill,…; chaos/results/topology.md) are too long for this suite, and their first grant
+  // within 2 s of a promotion awaits the cluster rediscovery and waiting fixes.
+  test("the lease's slot migrated live twice: no stale fenced write, no hung acquire, grants right after", async (t) => {
+    const full = topologyScenarios(WORKERS).find((s) => s.name === "topo-slot-migration")!;
+    assert.ok(full.topology?.kind === "cluster", "the scenario runs on a cluster");
+    const run = await runScenario({
+      ...full,
+      durationMs: 5_500,
+      topology: { ...full.topology, inject: migrateSlot([1_500, 3_500], 300) },
+    });
+    const a = run.analysis;
+    report(t, a);
+    const ctx = JSON.stringify({ ...a, victims: undefined }, null, 1).slice(0, 4000);
+    assert.deepEqual(a.failedWorkers, [], ctx);
+    assert.ok(a.acquisitions >= 50, `only ${a.acquisitions} acquisitions: ${ctx}`);
+    assert.equal(a.sectionsOffServer, 0, ctx);
+    assert.equal(a.staleAccepted, 0, `stale fenced writes accepted: ${ctx}`);
+    assert.equal(a.hungAcquires, 0, `hung acquires: ${ctx}`);
+    assert.equal(a.overlapsLive, 0, ctx);
+    assert.equal(a.overlapsUnaware, 0, ctx);
+    assert.equal(a.lostUpdatesLive, 0, ctx);
+    const migrated = a.topology!.changes.filter((c) => c.event === "migrated");
+    assert.equal(migrated.length, 2, `both migrations done: ${JSON.stringify(run.faults)}`);
+    assert.ok(
+      a.topology!.firstGrantAfterChangeMs !== null && a.topology!.firstGrantAfterChangeMs <= 2_000,
+      `first grant after each migration within 2 s: ${JSON.stringify(a.topology)}`,
+    );
+    assert.equal(a.leaked, 0, `leftovers on the masters: ${ctx}`);
+  });
+});
+
 describe("the chaos checker", () => {
   // Two live sections of two workers: A then B on the resource server. `skewMs` shifts B's wall clock.
   function twoSections(opts: { serverOverlap: boolean; skewMs: number }): AnalyzeInput {
@@ -433,6 +468,39 @@ describe("the chaos checker", () => {
     assert.ok(a.problems.some((p) => p.includes("sat idle")), a.problems.join("\n"));
     assert.ok(a.problems.some((p) => p.includes("left on the lock server")), a.problems.join("\n"));
     assert.equal(a.ok, false);
+  });
+
+  test("topology figures: an overlap whose older holder was not told, a hung acquire, the first grant after a change", () => {
+    const input = timeline({ aAbort: 1_000_010, bGrant: 1_000_008 });
+    const [a] = input.workers[0].sections;
+    const [b] = input.workers[1].sections;
+    // A's section (ops 1..3) overlaps B's (ops 2..4) on the resource server; A was told only after B's grant.
+    Object.assign(a, { opStart: 1, opEnd: 3, srvStart: 1_000_001_000, srvEnd: 1_000_009_000 });
+    Object.assign(b, { opStart: 2, opEnd: 4, srvStart: 1_000_008_500, srvEnd: 1_000_012_000 });
+    input.workers[0].hung = [{ acqStart: 1_000_100, detectedAt: 1_010_100, outcome: "never settled" }];
+    input.spec = {
+      ...input.spec,
+      topology: { kind: "sentinel", sentinel: {}, inject: async () => {}, firstGrantFrom: "promoted" },
+    };
+    input.faults = [{ at: 0, event: "promoted", change: true, srvMs: 1_000_005 }];
+    const r = analyze(input);
+    assert.equal(r.overlapsUnaware, 1, JSON.stringify(r));
+    assert.equal(r.overlapsAware, 0);
+    assert.ok(r.problems.some((p) => p.includes("older holder not yet told")), r.problems.join("\n"));
+    assert.equal(r.hungAcquires, 1);
+    assert.ok(r.problems.some((p) => p.includes("1 hung acquires")), r.problems.join("\n"));
+    assert.equal(r.topology!.firstGrantAfterChangeMs, 3);
+    assert.equal(r.topology!.changes[0].firstAcquiredAfterMs, 3.5);
+    // A grant only 2.5 s after the change breaks the 2 s bound; no grant after it at all is "never".
+    input.faults = [{ at: 0, event: "promoted", change: true, srvMs: 997_500 }];
+    const late = analyze(input);
+    assert.equal(late.topology!.firstGrantAfterChangeMs, 2_500);
+    assert.ok(late.problems.some((p) => p.includes('after "promoted" (bound 2000 ms)')), late.problems.join("\n"));
+    input.faults = [{ at: 0, event: "promoted", change: true, srvMs: 1_000_009 }];
+    const never = analyze(input);
+    assert.equal(never.topology!.firstGrantAfterChangeMs, null);
+    assert.ok(never.problems.some((p) => p.includes("no grant after")), never.problems.join("\n"));
+    assert.equal(never.ok, false);
   });
 
   test("self-test: workers that skip the lock produce live overlaps and lost updates, and the run fails", async (t) => {
