@@ -207,6 +207,23 @@ describe("fenced writes", () => {
     await release(p2);
   });
 
+  test("shared holds are ordered by fence like permits; a reentrant hold shares its fence and passes", async () => {
+    const name = fresh(), key = `{${name}}:report`;
+    const [r1, r2] = [await acquire(a, name, { shared: true }), await acquire(b, name, { shared: true })];
+    assert.ok(r2.fence > r1.fence);
+    assert.equal(await fencedSet(b, r2, key, "r2"), true);
+    await assert.rejects(fencedSet(a, r1, key, "r1"), stale(key, r1.fence, r2.fence, name));
+    await release(r1);
+    await release(r2);
+    const outer = await acquire(a, name);
+    const inner = await acquire(a, name, { owner: outer });
+    assert.equal(inner.fence, outer.fence);
+    assert.equal(await fencedSet(a, outer, key, "outer"), true);
+    assert.equal(await fencedSet(a, inner, key, "inner"), true, "an equal fence passes");
+    await release(inner);
+    await release(outer);
+  });
+
   test("the mark: stays retainMs after a delete, then expires; follows the resource's TTL; none while it has none", async () => {
     await using lease = await acquire(a, fresh());
     const gone = fresh();
