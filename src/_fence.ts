@@ -12,6 +12,11 @@ import type { Lease } from "./lease.ts";
  * How long a resource's fence mark outlives the resource, by default: 24 hours. A writer whose lease was taken
  * over while it was paused (a GC pause, a frozen VM, a long network partition) is refused while the mark lives;
  * one paused for longer than this after the resource was deleted or expired could create it again.
+ *
+ * @example
+ * ```ts
+ * await fencedDel(client, lease, "{job:7}:state", { retainMs: DEFAULT_RETAIN_MS * 7 }); // a week
+ * ```
  */
 export const DEFAULT_RETAIN_MS = 86_400_000;
 /** How long a fenced write may wait for Redis by default, ms. */
@@ -22,6 +27,12 @@ const MAX_MS = 2_147_483_647;
 /**
  * What carries the fence of a fenced write: a {@linkcode Lease} from `acquire` or `withLock` (its fence, checked to
  * be still held first), or a fence carried elsewhere, such as in a queue message: `{ fence }` or the number itself.
+ *
+ * @example A worker writes with the fence its job was queued with
+ * ```ts
+ * const job: { id: string; fence: number } = JSON.parse(message);
+ * await fencedSet(client, job.fence, `{job:${job.id}}:state`, "done");
+ * ```
  */
 export type FenceSource = Lease | { readonly fence: number } | number;
 
@@ -90,7 +101,19 @@ export interface Prepared {
   readonly sharded: boolean;
 }
 
-/** The key of the fence mark of resource `key`: `<key>:fence` (the same hash tag, so the same Cluster slot). */
+/**
+ * The key of the fence mark of resource `key`: `<key>:fence` (the same hash tag, so the same Cluster slot). It holds
+ * the highest fence that wrote `key`, as decimal digits; do not write it yourself.
+ *
+ * @param key The resource key.
+ * @returns The key of its mark.
+ *
+ * @example
+ * ```ts
+ * markOf("{sale}:stock"); // "{sale}:stock:fence"
+ * const highest = Number(await client.get(markOf("{sale}:stock")));
+ * ```
+ */
 export function markOf(key: string): string {
   return `${key}:fence`;
 }

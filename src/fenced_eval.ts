@@ -61,6 +61,8 @@ export async function fencedEval(
   if (typeof body !== "string" || body.trim() === "") {
     fail(op, "body", "must be a non-empty Lua script", body, typeof body === "string" ? RangeError : TypeError);
   }
+  // The body runs inside a function of the check's script: a shebang line (flags) cannot be honoured there.
+  if (/^\s*#!/.test(body)) fail(op, "body", "must not start with a '#!' line (script flags)", body, RangeError);
   if (!Array.isArray(keys) || keys.length === 0) {
     fail(op, "keys", "must be an array of at least one key (keys[0] is the guarded resource)", keys);
   }

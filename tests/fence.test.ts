@@ -303,6 +303,12 @@ describe("fenced writes", () => {
         /'ceiling' must not be below 'floor'/,
       ],
       ["an empty body", () => anyArgs(fencedEval, idle, live, " ", ["k"], []), RangeError, /'body'/],
+      [
+        "a body with flags",
+        () => anyArgs(fencedEval, idle, live, "#!lua flags=no-writes\nreturn 1", ["k"], []),
+        RangeError,
+        /'body' must not start with a '#!' line/,
+      ],
       ["no keys", () => anyArgs(fencedEval, idle, live, "return 1", [], []), TypeError, /'keys'/],
       ["a number arg", () => anyArgs(fencedEval, idle, live, "return 1", ["k"], [1]), TypeError, /'args\[0\]'/],
       ["a client that is not one", () => anyArgs(fencedSet, {}, live, "k", "v"), TypeError, /'client'/],
