@@ -57,10 +57,7 @@ export default defineConfig(() => {
       options.alias = { redis: "@redis/client" };
     },
     // node-redis is CommonJS: its require() calls of Node's modules need a real require in an ES module.
-    banner: {
-      js:
-        'import { createRequire as __redleaseRequire } from "node:module";\nconst require = __redleaseRequire(import.meta.url);',
-    },
+    banner: { js: 'import { createRequire as __redleaseRequire } from "node:module";\nconst require = __redleaseRequire(import.meta.url);' },
     // Class names stay as written: the CLI tells Redis errors by their constructor's name.
     keepNames: true,
     // Whitespace and syntax only: identifiers keep their names for REDLEASE_DEBUG stack traces.

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, forceUnlock, isStaleFenceError, LeaseLostError, release, StaleFenceError } from "../mod.ts";
 import { DEFAULT_RETAIN_MS, fencedDel, fencedEval, fencedHSet, fencedIncrBy, fencedSet, markOf } from "../src/fence.ts";
-import { type Client, noCommands, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
+import { abortedWithin, type Client, noCommands, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -166,8 +166,7 @@ describe("fenced writes", () => {
     await release(released);
     await assert.rejects(fencedSet(idle, released, "k", "v"), (e: Error) => e.name === "AbortError");
     const lost = await acquire(a, fresh(), { leaseMs: 30 });
-    await sleep(80);
-    assert.equal(lost.signal.aborted, true);
+    assert.ok(await abortedWithin(lost.signal, 2_000) instanceof LeaseLostError);
     await assert.rejects(fencedIncrBy(idle, lost, "k", 1), LeaseLostError);
     await assert.rejects(fencedEval(idle, lost, "return 1", ["k"], []), LeaseLostError);
     assert.equal(idle.sent, 0);
