@@ -13,6 +13,7 @@ export const entries: Record<string, string> = {
   "bun": "src/adapters/bun.ts",
   "http": "src/adapters/http.ts",
   "redlock": "src/redlock.ts",
+  "fence": "src/fence.ts",
   "otel": "src/otel.ts",
 };
 

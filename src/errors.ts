@@ -312,6 +312,52 @@ export class QuorumError extends RedleaseError {
 }
 
 /**
+ * A fenced write (`redlease/fence`) was refused: a writer with a higher fence wrote the resource `key` before, so this
+ * writer's lease is stale (it expired, was force-unlocked or passed to another holder while this one was paused).
+ * Nothing was written. Stop working on the resource; `lockName` is the lease name whose fence guarded the write
+ * ("" when only a fence number was passed).
+ *
+ * @example
+ * ```ts
+ * import { StaleFenceError } from "redlease";
+ * import { fencedSet } from "redlease/fence";
+ * try {
+ *   await fencedSet(client, lease, "{report}:body", text);
+ * } catch (err) {
+ *   if (err instanceof StaleFenceError) console.warn(`${err.key} was written by fence ${err.highest}`);
+ *   else throw err;
+ * }
+ * ```
+ */
+export class StaleFenceError extends RedleaseError {
+  static {
+    brand(this, "StaleFenceError");
+  }
+  /** The class name, "StaleFenceError". */
+  override name = "StaleFenceError";
+  /** The resource key the write was refused at. */
+  readonly key: string;
+  /** The fence the write carried. */
+  readonly fence: number;
+  /** The highest fence that wrote the resource before (greater than `fence`). */
+  readonly highest: number;
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name whose fence guarded the write, or "".
+   * @param key The resource key.
+   * @param fence The fence the write carried.
+   * @param highest The highest fence that wrote the resource before.
+   */
+  constructor(lockName: string, key: string, fence: number, highest: number) {
+    super(lockName, `Write to '${key}' refused: fence ${fence} is older than fence ${highest}, which wrote it before`);
+    this.key = key;
+    this.fence = fence;
+    this.highest = highest;
+  }
+}
+
+/**
  * Marks the instances of `cls` (its subclasses' included) with the registry symbol `redlease.<name>`. `Symbol.for`
  * gives every copy of redlease in a process the same symbol, so the guards below recognise errors of any copy,
  * where `instanceof` recognises its own copy's only.
@@ -471,4 +517,26 @@ export function isReplicationError(err: unknown): err is ReplicationError {
  */
 export function isQuorumError(err: unknown): err is QuorumError {
   return branded(err, "QuorumError");
+}
+
+/**
+ * Whether `err` is a {@linkcode StaleFenceError} from any copy of redlease (see {@linkcode isRedleaseError}).
+ *
+ * @param err Any value, such as a caught error.
+ * @returns `true` when a fenced write was refused because a higher fence wrote the resource before.
+ *
+ * @example
+ * ```ts
+ * import { isStaleFenceError } from "redlease";
+ * import { fencedIncrBy } from "redlease/fence";
+ * try {
+ *   await fencedIncrBy(client, lease, "{sale}:stock", -1, { floor: 0 });
+ * } catch (err) {
+ *   if (isStaleFenceError(err)) console.warn(`lost the sale lease to fence ${err.highest}`);
+ *   else throw err;
+ * }
+ * ```
+ */
+export function isStaleFenceError(err: unknown): err is StaleFenceError {
+  return branded(err, "StaleFenceError");
 }

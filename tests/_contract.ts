@@ -11,6 +11,7 @@ import {
   campaign,
   forceUnlock,
   inspect,
+  isStaleFenceError,
   type Lease,
   LeaseKindError,
   LeaseLostError,
@@ -21,8 +22,10 @@ import {
   release,
   ReplicationError,
   resume,
+  StaleFenceError,
   withLock,
 } from "../mod.ts";
+import { fencedDel, fencedEval, fencedHSet, fencedIncrBy, fencedSet } from "../src/fence.ts";
 import { keysOf } from "../src/_protocol.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
 type IORedisCluster = InstanceType<typeof IORedisClusterClient>;
@@ -563,6 +566,40 @@ export function contract(ad: AdapterCase): void {
       const boom = new Error("boom");
       await assert.rejects(withLock(b, name, () => Promise.reject(boom)), (e) => e === boom);
       assert.equal((await inspect(a, name)).held, false);
+    });
+
+    test(`${n}: fenced writes: a live lease writes, a lower fence is refused, a warm write is one EVALSHA`, async () => {
+      const name = fresh(), key = `{${name}}:stock`;
+      const lease = await acquire(a, name);
+      assert.equal(await fencedIncrBy(b, lease, key, 2, { floor: 0 }), 2);
+      assert.equal(await fencedSet(b, lease, `${key}:note`, "two left", { px: 60_000 }), true);
+      await assert.rejects(fencedIncrBy(a, lease.fence - 1, key, -1), (e) => isStaleFenceError(e) && e.key === key);
+      assert.equal(await admin.get(key), "2");
+      const body = "return {redis.call('DECRBY', KEYS[1], ARGV[1]), #KEYS, #ARGV}";
+      const before = await scriptLoads();
+      assert.deepEqual(await fencedEval(b, lease, body, [key], ["1"]), [1, 1, 1]);
+      assert.deepEqual(await fencedEval(b, lease, body, [key], ["1"]), [0, 1, 1]);
+      assert.equal(await scriptLoads(), before + 1, "the body sent in full once, then run by EVALSHA");
+      await assert.rejects(fencedEval(a, lease.fence - 1, body, [key], ["1"]), StaleFenceError);
+      assert.equal(await fencedHSet(a, lease, `${key}:h`, { f: "v" }), 1);
+      assert.equal(await fencedDel(a, lease, `${key}:h`), true);
+      await release(lease);
+    });
+
+    test(`${n}: fenced writes: a holder whose lease passed to another is refused at the resource`, async () => {
+      const name = fresh(), key = `{${name}}:doc`;
+      const old = await acquire(a, name);
+      assert.equal(await fencedSet(a, old, key, "old"), true);
+      await forceUnlock(b, name);
+      const next = await acquire(b, name, { waitMs: 0 });
+      assert.equal(await fencedSet(b, next, key, "new"), true);
+      await assert.rejects(
+        fencedSet(a, old, key, "late"),
+        (e) => e instanceof StaleFenceError && e.highest === next.fence,
+      );
+      assert.equal(await admin.get(key), "new");
+      await release(next);
+      await release(old);
     });
 
     test(`${n}: acquire() rejects with the Redis error (WRONGTYPE), never a lease`, async () => {

@@ -14,6 +14,7 @@ import {
   isRedisTimeoutError,
   isRedleaseError,
   isReplicationError,
+  isStaleFenceError,
   LeaseKindError,
   LeaseLostError,
   LockTimeoutError,
@@ -22,6 +23,7 @@ import {
   RedleaseError,
   release,
   ReplicationError,
+  StaleFenceError,
 } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { redlock } from "../src/redlock.ts";
@@ -35,6 +37,7 @@ const guards = {
   LeaseKindError: isLeaseKindError,
   ReplicationError: isReplicationError,
   QuorumError: isQuorumError,
+  StaleFenceError: isStaleFenceError,
 };
 type ErrorName = keyof typeof guards;
 
@@ -132,6 +135,7 @@ describe("error guards", () => {
       ["LeaseKindError", new LeaseKindError("n", "mismatch", 3)],
       ["ReplicationError", new ReplicationError("n", 0, 1)],
       ["QuorumError", new QuorumError("n", 1, 2, [])],
+      ["StaleFenceError", new StaleFenceError("n", "k", 1, 2)],
     ];
     for (const [name, err] of made) {
       assert.equal(err.name, name);

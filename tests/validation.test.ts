@@ -8,6 +8,7 @@ import {
   createSentinel as createSentinel5,
 } from "redis5";
 import { acquire, campaign, extend, forceUnlock, inspect, observe, release, resume, withLock } from "../mod.ts";
+import { fencedSet } from "../src/fence.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Client, noCommands, type RedisServer, startRedis } from "./_redis.ts";
 
@@ -141,6 +142,7 @@ describe("the usual client mistakes are named, with what to do, before any Redis
     ["campaign", /^Cannot campaign as 'client' /, (c) => campaign(c as never, "e")],
     ["observe", /^Cannot observe election as 'client' /, (c) => observe(c as never, "e")],
     ["redlock", /^Cannot make a Redlock group as 'clients' /, (c) => redlock([noCommands(), c as never, noCommands()])],
+    ["fencedSet", /^Cannot make a fenced write as 'client' /, (c) => fencedSet(c as never, 5, "k", "v")],
   ];
 
   async function refusedEverywhere(client: unknown, hint: RegExp, except?: string): Promise<void> {
