@@ -460,7 +460,8 @@ async function waitAsAttempt(a: Attempt, retryMs: number): Promise<Waited | unde
         return undefined;
       }
       a.late = undefined; // held by someone: that is why, if the wait runs out
-      waiter.queued(r, t0);
+      // Queued again: its entry was dropped, maybe as dead (its client's subscription is gone): subscribe again.
+      if (waiter.queued(r, t0)) st.relisten(a.keys);
       if (waiter.version === version && waiter.state === "unverified") waiter.state = "queued"; // taken back
       retryMs = r.retryMs;
       const left = a.deadline - performance.now();

@@ -178,6 +178,8 @@ interface Channel {
   refs: number;
   /** Set once `ready` has resolved. */
   up: boolean;
+  /** Set while relisten() subscribes it again. */
+  relistening?: boolean;
 }
 
 /** One script call, for what follows when it fails (see ClientState#recover). */
@@ -432,6 +434,26 @@ export class ClientState implements Target {
       c.waiters.delete(wid);
       throw e;
     });
+  }
+
+  /**
+   * Subscribe the waiter channel of the lease at `keys` again, then have its waiters re-check (a message may have been
+   * missed meanwhile): a waiter found its queue entry gone, dropped as dead because a grant sent on the channel
+   * reached no subscriber of this client. Redis drops the sharded subscriptions of a slot that moves to another
+   * master (and node-redis v4 does not make them again), so without this such a waiter would be dropped at every
+   * handoff until its wait ran out. One at a time per channel; a channel dropped meanwhile is unsubscribed again.
+   */
+  relisten(keys: LeaseKeys): void {
+    const key = keys.hash, c = this.#channels.get(key), d = this.driver;
+    if (!c || !c.up || c.relistening || !d.unsubscribe) return;
+    c.relistening = true;
+    d.unsubscribe(c.channel, c.listener).catch(() => {})
+      .then(() => d.subscribe!(c.channel, c.listener))
+      .then(() => {
+        c.relistening = false;
+        if (this.#channels.get(key) !== c) return void d.unsubscribe?.(c.channel, c.listener).catch(() => {});
+        for (const [attempt, fn] of c.waiters) fn({ kind: "check", attempt });
+      }, () => void (c.relistening = false));
   }
 
   /**

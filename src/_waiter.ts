@@ -36,12 +36,18 @@ export class Waiter {
 
   constructor(readonly entry: QueueEntry, readonly now: () => number = realClock.now) {}
 
-  /** The reply to a queue check that was sent at `t0`. */
-  queued(r: Acquired, t0: number): void {
-    if (r.fence !== undefined || !r.queuedNow || r.queuedAt === undefined) return;
-    if (!Number.isNaN(this.#queuedAt)) (this.#earlier ??= new Map()).set(this.#queuedAt, this.#sent); // queued before
+  /**
+   * The reply to a queue check that was sent at `t0`. True when it queued this waiter again: its entry had been
+   * removed since it was first queued (a grant it did not claim in time passed on, or it was dropped as dead because
+   * the grant's message reached no subscriber of its client).
+   */
+  queued(r: Acquired, t0: number): boolean {
+    if (r.fence !== undefined || !r.queuedNow || r.queuedAt === undefined) return false;
+    const again = !Number.isNaN(this.#queuedAt);
+    if (again) (this.#earlier ??= new Map()).set(this.#queuedAt, this.#sent); // queued before
     this.#queuedAt = r.queuedAt;
     this.#sent = t0;
+    return again;
   }
 
   #sentAt(queuedAt: number): number | undefined {

@@ -196,4 +196,33 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     await release(next);
     assert.equal((await inspect(a, name)).held, false);
   });
+
+  test("a waiter queued before its slot moved is not starved by others who subscribed after (subscription made again)", async () => {
+    const name = fresh();
+    const slot = c.slotOf(`redlease:{${name}}`);
+    const from = c.ownerOf(slot);
+    const to = c.masters().find((m) => m.port !== from.port)!;
+    const competitor = await c.cluster();
+    const holder = await acquire(a, name, { watchdogMs: 900 });
+    const waiting = acquire(b, name, { waitMs: 10_000 });
+    await sleep(100);
+    await c.migrateSlot(slot, to.port); // Redis drops the sharded subscriptions of the slot on the old master
+    const movedAt = performance.now();
+    await release(holder);
+    // Then another client takes and releases the lease in a loop, subscribed on the new master: every handoff goes
+    // to whoever hears it. The waiter re-checks on its heartbeat, finds its entry dropped, and subscribes again.
+    let took = Infinity;
+    waiting.then(() => (took = performance.now() - movedAt), () => {});
+    let loops = 0;
+    while (took === Infinity && performance.now() - movedAt < 10_000) {
+      const l = await acquire(competitor, name, { waitMs: 500 }).catch(() => undefined);
+      loops++;
+      await sleep(20);
+      if (l) await release(l);
+    }
+    const lease = await waiting;
+    console.log(`the waiter got the lease ${took.toFixed(0)} ms after the migration (${loops} competing acquisitions)`);
+    assert.ok(took < 5_000, `the waiter got the lease ${Math.round(took)} ms after the migration`);
+    await release(lease);
+  });
 });
