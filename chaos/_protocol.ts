@@ -73,8 +73,13 @@ export type LeaseMode = "names" | "elect" | "shared" | "permits";
 export type LockTarget =
   /** Redis Cluster through node-redis v4 (`redis`) or v5 (`redis5`) createCluster; rootNodes are redis:// urls. */
   | { kind: "cluster"; driver: "redis4" | "redis5"; rootNodes: string[] }
-  /** A Sentinel group through node-redis v5's createSentinel. */
-  | { kind: "sentinel"; name: string; sentinels: Array<{ host: string; port: number }> };
+  /** A Sentinel group through node-redis v5's createSentinel, or ioredis in sentinel mode (through `ioredis()`). */
+  | {
+    kind: "sentinel";
+    driver: "redis5" | "ioredis";
+    name: string;
+    sentinels: Array<{ host: string; port: number }>;
+  };
 
 export interface WorkerConfig {
   /** Worker id, e.g. "bun-1". */

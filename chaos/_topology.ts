@@ -47,8 +47,10 @@ export type TopologySpec =
   }
   | Common & {
     kind: "sentinel";
-    /** Sentinel group layout (tests/_servers/sentinel.ts); the workers use node-redis v5's createSentinel. */
+    /** Sentinel group layout (tests/_servers/sentinel.ts). */
     sentinel: SentinelStartOptions;
+    /** The workers' sentinel client: node-redis v5's createSentinel, or ioredis in sentinel mode (default redis5). */
+    driver?: "redis5" | "ioredis";
     inject: (s: StartedSentinel, ctx: TopologyContext) => Promise<void>;
   };
 
@@ -87,10 +89,13 @@ export async function startTopology(spec: TopologySpec): Promise<Topology> {
   return {
     target: {
       kind: "sentinel",
+      driver: spec.driver ?? "redis5",
       name: s.masterName,
       sentinels: s.sentinels.map((x) => ({ host: "127.0.0.1", port: x.port })),
     },
-    describe: `sentinel: primary + ${s.replicas.length} replicas + ${s.sentinels.length} sentinels (redis5)`,
+    describe: `sentinel: primary + ${s.replicas.length} replicas + ${s.sentinels.length} sentinels (${
+      spec.driver ?? "redis5"
+    })`,
     masterPorts: async () => [(await s.currentMaster()).port],
     inject: (ctx) => spec.inject(s, ctx),
     stop: () => s.stop(),

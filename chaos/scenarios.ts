@@ -131,8 +131,9 @@ export function scenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
  *   lease data may be lost with the master (unreplicated grants: losesLeaseData). `replicas: 1`: no grant is
  *   possible until the promoted master has a replica again, so the bound is from "rejoined as replica", and any
  *   holder unaware at a re-grant is a failure.
- * - topo-sentinel-kill[-replicas1]: primary + 2 replicas + 3 sentinels (down-after 2000 ms, the harness's default
- *   for two replicas), node-redis v5 createSentinel; the primary SIGKILLed at 2 s (not restarted). The second
+ * - topo-sentinel-kill[-replicas1][-ioredis]: primary + 2 replicas + 3 sentinels (down-after 2000 ms, the harness's
+ *   default for two replicas), node-redis v5 createSentinel (ioredis in sentinel mode with -ioredis: run its workers
+ *   on Node and Bun, where ioredis runs); the primary SIGKILLed at 2 s (not restarted). The second
  *   replica is what `replicas: 1` needs after the failover: bound from "replica attached" then, else "promoted".
  */
 export function topologyScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
@@ -158,12 +159,12 @@ export function topologyScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSp
       firstGrantFrom: replicas ? "rejoined as replica" : "promoted",
     },
   });
-  const sentinel = (replicas: number): ScenarioSpec => ({
+  const sentinel = (replicas: number, driver: "redis5" | "ioredis" = "redis5"): ScenarioSpec => ({
     ...base,
-    name: `topo-sentinel-kill${replicas ? "-replicas1" : ""}`,
-    fault: `sentinel primary + 2 replicas + 3 sentinels, node-redis v5 createSentinel${
-      replicas ? ", replicas: 1" : ""
-    }: the primary SIGKILLed at 2 s, a replica promoted`,
+    name: `topo-sentinel-kill${replicas ? "-replicas1" : ""}${driver === "ioredis" ? "-ioredis" : ""}`,
+    fault: `sentinel primary + 2 replicas + 3 sentinels, ${
+      driver === "ioredis" ? "ioredis in sentinel mode" : "node-redis v5 createSentinel"
+    }${replicas ? ", replicas: 1" : ""}: the primary SIGKILLed at 2 s, a replica promoted`,
     durationMs: 12_000,
     longHolder: { worker: 0, csSleepMs: 8_000 },
     replicas: replicas || undefined,
@@ -172,6 +173,7 @@ export function topologyScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSp
     topology: {
       kind: "sentinel",
       sentinel: { replicas: 2, sentinels: 3 },
+      driver,
       inject: killPrimary(2_000),
       firstGrantFrom: replicas ? "replica attached" : "promoted",
     },
@@ -197,6 +199,8 @@ export function topologyScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSp
     kill("redis5", 1),
     sentinel(0),
     sentinel(1),
+    sentinel(0, "ioredis"),
+    sentinel(1, "ioredis"),
   ];
 }
 

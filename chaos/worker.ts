@@ -102,6 +102,16 @@ async function connectLock(): Promise<{ lock: LockClient; close: () => Promise<u
     await c.connect();
     return { lock: c as unknown as LockClient, close: () => c.quit() };
   }
+  if (t.driver === "ioredis") {
+    const { Redis } = await import("ioredis");
+    const { ioredis } = await import("../src/adapters/ioredis.ts");
+    const c = new Redis({ sentinels: t.sentinels, name: t.name, maxRetriesPerRequest: null, lazyConnect: true });
+    c.on("error", onLockError);
+    await c.connect();
+    const driver = ioredis(c);
+    const lock = Object.assign(driver, { incr: (key: string) => c.incr(key) });
+    return { lock: lock as unknown as LockClient, close: () => c.quit() };
+  }
   const { createSentinel } = await import("redis5");
   const c = createSentinel({ name: t.name, sentinelRootNodes: t.sentinels, nodeClientOptions: { socket } });
   c.on("error", onLockError);
