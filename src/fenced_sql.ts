@@ -9,8 +9,8 @@ import { StaleFenceError } from "./errors.ts";
  * the rows of their own statements only (each has a `RETURNING`), so no row count is needed from any client.
  */
 export type SqlRows =
-  | { readonly rows: readonly Record<string, unknown>[]; readonly command?: string }
-  | readonly Record<string, unknown>[];
+  | { readonly rows: readonly unknown[]; readonly command?: string }
+  | readonly unknown[];
 
 /**
  * A parameterised query function, as one line adapts it from any PostgreSQL client: it sends `text` with its `$1`,
@@ -56,7 +56,7 @@ function checkIdentifier(op: string, what: string, v: unknown): asserts v is str
 function rowsOf(result: SqlRows): readonly Record<string, unknown>[] {
   const rows = Array.isArray(result) ? result : (result as { rows?: unknown })?.rows;
   if (!Array.isArray(rows)) throw new TypeError("The query function resolved to neither rows nor { rows }");
-  return rows;
+  return rows as Record<string, unknown>[];
 }
 
 /** The statement that {@linkcode fencedSqlUpdate} runs. */
@@ -154,7 +154,8 @@ export interface FencedSqlResult {
  *
  * Each row carries its own fence: when `where` matches several rows, those that a higher fence wrote are left as
  * they are and the others are written (`count` says how many); the call rejects only when none was written. Write
- * several rows all or none with {@linkcode fencedSqlTransaction}.
+ * several rows all or none with {@linkcode fencedSqlTransaction}. A table's fence column and the fence rows of
+ * `fencedSqlTransaction` are separate marks: write each table only under one of them.
  *
  * @param query Your query function (see {@linkcode SqlQuery}).
  * @param lease The lease whose fence guards the rows, or a fence carried elsewhere (`{ fence }` or the number).
@@ -302,6 +303,9 @@ const ISOLATIONS = ["read committed", "repeatable read", "serializable"];
  * itself for PGlite (one connection; from concurrent callers in one process, pass `db.transaction()`'s `tx` with
  * `begin: false` so that their statements do not interleave). The fence table is created by
  * {@linkcode FENCE_TABLE_SQL}.
+ *
+ * The fence row of `resource` and a fence column of {@linkcode fencedSqlUpdate} are separate marks, and neither
+ * checks the other: write each table only under one of them (every write of `stock` through this helper, say).
  *
  * @param query Your query function, bound to one connection (see {@linkcode SqlQuery}).
  * @param lease The lease whose fence guards the resource, or a fence carried elsewhere (`{ fence }` or the number).
