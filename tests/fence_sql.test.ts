@@ -251,6 +251,34 @@ describe("fenced SQL writes (PGlite)", () => {
     assert.equal(new Set(ordered).size, 3);
   });
 
+  test("what one connection cannot show, against a scripted query function: a writer that waited, a failed COMMIT", async () => {
+    // fencedSqlUpdate: nothing written, and the snapshot's highest fence (5) is not above 10: a writer that committed
+    // while this one waited for the row lock. The statement is sent once more, with a new snapshot, and tells.
+    const sent: string[] = [];
+    const scripted = (...replies: (string | null)[]) => (text: string) => {
+      sent.push(text);
+      return Promise.resolve({ rows: [{ redlease_written: null, redlease_highest: replies.shift() ?? null }] });
+    };
+    const update = { table: "items", set: "qty = 0", where: "id = 1" };
+    await assert.rejects(fencedSqlUpdate(scripted("5", "20"), 10, update), stale("items", 10, 20));
+    assert.equal(sent.length, 2);
+    assert.equal(sent[0], sent[1]);
+    sent.length = 0;
+    assert.deepEqual(await fencedSqlUpdate(scripted("5", "5", "30"), 10, update), { count: 0, rows: [] }, "only once");
+    assert.equal(sent.length, 2);
+    sent.length = 0;
+    assert.deepEqual(await fencedSqlUpdate(scripted(null), 10, update), { count: 0, rows: [] }, "no row: no retry");
+    assert.equal(sent.length, 1);
+    // fencedSqlTransaction: a COMMIT that the server answers with ROLLBACK (the transaction had failed) rejects.
+    const commands: string[] = [];
+    const rolledBack = (text: string) => {
+      commands.push(text.split(" ")[0]);
+      return Promise.resolve(text === "COMMIT" ? { rows: [], command: "ROLLBACK" } : { rows: [{ fence: "10" }] });
+    };
+    await assert.rejects(fencedSqlTransaction(rolledBack, 10, "r", () => Promise.resolve(1)), /rolled back at COMMIT/);
+    assert.deepEqual(commands, ["BEGIN", "INSERT", "COMMIT"]);
+  });
+
   test("bad input is rejected before any statement is sent", async () => {
     const calls: string[] = [];
     const recording: SqlQuery = (text) => {
