@@ -145,6 +145,25 @@ describe("fenced SQL writes (PGlite)", () => {
     assert.deepEqual(await state(t), { qty: 1, buyers: ["ada", "bob"] });
   });
 
+  test("a lease over several names writes with the fence of the name it gives", async () => {
+    const [one, two] = [fresh("account"), fresh("account")];
+    await using lease = await acquire(client, [one, two]);
+    await assert.rejects(fencedSqlTransaction(query, lease, two, () => Promise.resolve()), /must say which/);
+    await fencedSqlTransaction(query, lease, two, () => Promise.resolve(), { name: two });
+    assert.deepEqual(await rows(`SELECT fence::text FROM redlease_fences WHERE resource = $1`, [two]), [{
+      fence: String(lease.fences[1]),
+    }]);
+    const table = fresh("accounts");
+    await db.query(
+      `CREATE TABLE ${table} (id text PRIMARY KEY, balance int NOT NULL, fence bigint NOT NULL DEFAULT 0)`,
+    );
+    await db.query(`INSERT INTO ${table} (id, balance) VALUES ($1, 100)`, [one]);
+    const debit = { table, set: "balance = balance - 40", where: "id = $1", params: [one], returning: "fence::text" };
+    assert.deepEqual((await fencedSqlUpdate(query, lease, debit, { name: one })).rows, [{
+      fence: String(lease.fences[0]),
+    }]);
+  });
+
   test("fencedSqlTransaction() refuses a stale fence as a whole: work never runs, stock and orders unchanged", async () => {
     const t = await sale(3);
     const resource = fresh("sale");
