@@ -153,19 +153,20 @@ export function checkOptions<T extends FenceOptions>(op: string, options: T | un
   return options;
 }
 
+/** The fence a write carries, and its lease's name and signal (none for a fence given as `{ fence }` or a number). */
+export interface Resolved {
+  readonly fence: number;
+  /** The lease name whose fence guards the write, or "". */
+  readonly lockName: string;
+  readonly leaseSignal: AbortSignal | undefined;
+}
+
 /**
- * Check what every fenced write takes and resolve the fence (no command is sent): `key` is the guarded resource.
- * A released or lost lease throws its signal's reason (an `AbortError` DOMException, or `LeaseLostError`).
+ * Check `lease` (a FenceSource) and `name`, and resolve the fence they give: what every fenced write, to Redis or to
+ * SQL, takes first (no command is sent). Does not check whether a lease has ended: its caller does, after its own
+ * arguments, with `leaseSignal?.throwIfAborted()`.
  */
-export function prepare(
-  op: string,
-  client: unknown,
-  lease: unknown,
-  key: unknown,
-  options: FenceOptions,
-): Prepared {
-  checkClient(op, client);
-  const name = options.name;
+export function resolveFence(op: string, lease: unknown, name: unknown): Resolved {
   if (name !== undefined && typeof name !== "string") fail(op, "name", "must be a string", name);
   let fence: unknown, lockName = "", leaseSignal: AbortSignal | undefined;
   if (typeof lease === "object" && lease !== null && isLease(lease)) {
@@ -194,6 +195,22 @@ export function prepare(
   if (!Number.isSafeInteger(fence) || fence < 1) {
     fail(op, "fence", "must be a positive safe integer", fence, RangeError);
   }
+  return { fence, lockName, leaseSignal };
+}
+
+/**
+ * Check what every fenced write takes and resolve the fence (no command is sent): `key` is the guarded resource.
+ * A released or lost lease throws its signal's reason (an `AbortError` DOMException, or `LeaseLostError`).
+ */
+export function prepare(
+  op: string,
+  client: unknown,
+  lease: unknown,
+  key: unknown,
+  options: FenceOptions,
+): Prepared {
+  checkClient(op, client);
+  const { fence, lockName, leaseSignal } = resolveFence(op, lease, options.name);
   checkKey(op, "key", key);
   const state = stateOf(client);
   const sharded = state.driver.sharded === true;

@@ -335,7 +335,10 @@ export class StaleFenceError extends RedleaseError {
   }
   /** The class name, "StaleFenceError". */
   override name = "StaleFenceError";
-  /** The resource key the write was refused at. */
+  /**
+   * The resource the write was refused at: the Redis key, or for the SQL helpers the table of `fencedSqlUpdate` or
+   * the resource of `fencedSqlTransaction`.
+   */
   readonly key: string;
   /** The fence the write carried. */
   readonly fence: number;

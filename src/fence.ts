@@ -9,6 +9,10 @@
  * On a Redis Cluster the resource key must have a hash tag (`{sale}:stock`), which its mark keeps, and the keys of
  * {@linkcode fencedEval} must share it.
  *
+ * Fenced writes to PostgreSQL, through your own query function (`pg`, postgres.js, PGlite; none is a dependency):
+ * {@linkcode fencedSqlUpdate}, one `UPDATE` guarded by a fence column on its rows, and
+ * {@linkcode fencedSqlTransaction}, several statements guarded by a per-resource fence row ({@linkcode FENCE_TABLE_SQL}).
+ *
  * @example Sell one item of a flash sale: a holder whose lease passed to another is refused
  * ```ts
  * import { createClient } from "redis";
@@ -28,6 +32,7 @@ export * from "./fenced_eval.ts";
 export * from "./fenced_hset.ts";
 export * from "./fenced_incr_by.ts";
 export * from "./fenced_set.ts";
+export * from "./fenced_sql.ts";
 export { DEFAULT_RETAIN_MS, type FenceOptions, type FenceSource, markOf } from "./_fence.ts";
 // The types and errors its signatures name, so that this entry documents them on its own.
 export { isStaleFenceError, RedleaseError, StaleFenceError } from "./errors.ts";
