@@ -178,8 +178,9 @@ interface Channel {
   refs: number;
   /** Set once `ready` has resolved. */
   up: boolean;
-  /** Set while relisten() subscribes it again. */
+  /** Set while relisten() subscribes it again; and when it last did (performance.now() clock). */
   relistening?: boolean;
+  relistenedAt?: number;
 }
 
 /** One script call, for what follows when it fails (see ClientState#recover). */
@@ -438,15 +439,17 @@ export class ClientState implements Target {
 
   /**
    * Subscribe the waiter channel of the lease at `keys` again, then have its waiters re-check (a message may have been
-   * missed meanwhile): a waiter found its queue entry gone, dropped as dead because a grant sent on the channel
-   * reached no subscriber of this client. Redis drops the sharded subscriptions of a slot that moves to another
+   * missed meanwhile): a waiter found its queue entry gone while it had heard no grant, dropped as dead because a
+   * grant sent on the channel reached no subscriber of this client. Redis drops the sharded subscriptions of a slot that moves to another
    * master (and node-redis v4 does not make them again), so without this such a waiter would be dropped at every
    * handoff until its wait ran out. One at a time per channel; a channel dropped meanwhile is unsubscribed again.
    */
   relisten(keys: LeaseKeys): void {
-    const key = keys.hash, c = this.#channels.get(key), d = this.driver;
-    if (!c || !c.up || c.relistening || !d.unsubscribe) return;
+    const key = keys.hash, c = this.#channels.get(key), d = this.driver, now = performance.now();
+    // (At most once a second per channel: a subscription that was fine costs two commands, never a storm.)
+    if (!c || !c.up || c.relistening || !d.unsubscribe || now - (c.relistenedAt ?? -Infinity) < 1_000) return;
     c.relistening = true;
+    c.relistenedAt = now;
     d.unsubscribe(c.channel, c.listener).catch(() => {})
       .then(() => d.subscribe!(c.channel, c.listener))
       .then(() => {

@@ -25,6 +25,8 @@ export class Waiter {
   /** Bumped on every change a message makes, so the acquire path can tell whether one came during a call. */
   version = 0;
   #seen = 0;
+  /** Whether a grant message came since this waiter was last queued. */
+  #heard = false;
   /**
    * Server µs when queued → local send time of the call that queued it (a lower bound of that moment): the latest
    * in two fields (nearly every wait is queued once), earlier ones in a Map made when a second comes.
@@ -37,17 +39,18 @@ export class Waiter {
   constructor(readonly entry: QueueEntry, readonly now: () => number = realClock.now) {}
 
   /**
-   * The reply to a queue check that was sent at `t0`. True when it queued this waiter again: its entry had been
-   * removed since it was first queued (a grant it did not claim in time passed on, or it was dropped as dead because
-   * the grant's message reached no subscriber of its client).
+   * The reply to a queue check that was sent at `t0`. True when it queued this waiter again while no grant message
+   * came since it was last queued: its entry was removed unheard, dropped as dead because the grant's message reached
+   * no subscriber of its client (a grant it heard but did not claim in time passes on too, and that says nothing).
    */
   queued(r: Acquired, t0: number): boolean {
     if (r.fence !== undefined || !r.queuedNow || r.queuedAt === undefined) return false;
-    const again = !Number.isNaN(this.#queuedAt);
+    const again = !Number.isNaN(this.#queuedAt), unheard = again && !this.#heard;
     if (again) (this.#earlier ??= new Map()).set(this.#queuedAt, this.#sent); // queued before
     this.#queuedAt = r.queuedAt;
     this.#sent = t0;
-    return again;
+    this.#heard = false;
+    return unheard;
   }
 
   #sentAt(queuedAt: number): number | undefined {
@@ -64,6 +67,7 @@ export class Waiter {
     if (m.kind === "check") {
       this.recheckAt = this.now();
     } else {
+      this.#heard = true;
       if (m.fence <= this.#seen) return;
       this.#seen = m.fence;
       const sent = this.#sentAt(m.queuedAt);
