@@ -219,25 +219,27 @@ export async function fencedSqlUpdate(
   const f = `$${params.length + 1}`;
   const text =
     `WITH redlease_w AS (UPDATE ${table} SET ${set}, ${column} = ${f} WHERE (${where}) AND ${column} <= ${f} ` +
-    `RETURNING true AS redlease_written${returning === undefined ? "" : `, ${returning}`}) ` +
-    `SELECT redlease_w.*, redlease_h.redlease_highest FROM (SELECT max(${column})::text AS redlease_highest ` +
+    `RETURNING true AS redleasewritten${returning === undefined ? "" : `, ${returning}`}) ` +
+    `SELECT redlease_w.*, redlease_h.redleasehighest FROM (SELECT max(${column})::text AS redleasehighest ` +
     `FROM ${table} WHERE (${where})) AS redlease_h LEFT JOIN redlease_w ON true`;
   const values = [...params, String(fence)];
   for (let attempt = 0;; attempt++) {
     const rows = rowsOf(await query(text, values));
-    const highest = rows.length > 0 && rows[0].redlease_highest != null ? Number(rows[0].redlease_highest) : 0;
-    const written = rows.filter((r) => r.redlease_written === true);
+    // (Column names without '_' or capitals, so that a client that renames columns, such as postgres.js with
+    // `transform: postgres.camel`, keeps them; and "written" is whatever is not NULL, however a client parses a boolean.)
+    const highest = rows.length > 0 && rows[0].redleasehighest != null ? Number(rows[0].redleasehighest) : 0;
+    const written = rows.filter((r) => r.redleasewritten != null);
     if (written.length > 0) {
       return {
         count: written.length,
-        rows: written.map(({ redlease_written: _w, redlease_highest: _h, ...row }) => row),
+        rows: written.map(({ redleasewritten: _w, redleasehighest: _h, ...row }) => row),
       };
     }
     if (highest > fence) throw new StaleFenceError(lockName, table, fence, highest);
     // Nothing written, yet no higher fence in the statement's snapshot: either nothing matched, or (READ COMMITTED)
     // a writer committed a change to the rows while this one waited for their lock, after the snapshot. Once more,
     // with a new snapshot, tells them apart; the first attempt wrote nothing, so this one writes at most once.
-    if (attempt === 1 || rows.length === 0 || rows[0].redlease_highest == null) return { count: 0, rows: [] };
+    if (attempt === 1 || rows.length === 0 || rows[0].redleasehighest == null) return { count: 0, rows: [] };
   }
 }
 
@@ -389,11 +391,15 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
     if (failed) throw failed.error;
     ended = true;
     if (begin) {
+      // (A client may return the rows as an array that carries `command`, as postgres.js does.)
       const done = await query("COMMIT", []);
-      if (!Array.isArray(done) && (done as { command?: string }).command === "ROLLBACK") {
+      if ((done as { command?: string } | undefined)?.command === "ROLLBACK") {
         throw new Error("The fenced SQL transaction was rolled back at COMMIT: one of its statements had failed");
       }
     }
+    // A statement of `work` that it did not await, and that failed meanwhile, failed the transaction too.
+    const late = failed as { error: unknown } | undefined; // (set by a q() that settled meanwhile)
+    if (late) throw late.error;
     return result;
   } catch (e) {
     if (begin && !ended) {

@@ -276,7 +276,7 @@ describe("fenced SQL writes (PGlite)", () => {
     const sent: string[] = [];
     const scripted = (...replies: (string | null)[]) => (text: string) => {
       sent.push(text);
-      return Promise.resolve({ rows: [{ redlease_written: null, redlease_highest: replies.shift() ?? null }] });
+      return Promise.resolve({ rows: [{ redleasewritten: null, redleasehighest: replies.shift() ?? null }] });
     };
     const update = { table: "items", set: "qty = 0", where: "id = 1" };
     await assert.rejects(fencedSqlUpdate(scripted("5", "20"), 10, update), stale("items", 10, 20));
@@ -340,5 +340,55 @@ describe("fenced SQL writes (PGlite)", () => {
     await assert.rejects(fencedSqlUpdate(recording, 5, update, { fenceColumn: "fence = 0, x" }), RangeError);
     await assert.rejects(anyArgs(fencedSqlUpdate, recording, 5, { ...update, params: "1" }), TypeError);
     assert.deepEqual(calls, []);
+  });
+
+  // What other clients return, on PGlite: booleans as text (pg with its type parsers off), rows as an array carrying
+  // `command` (postgres.js), columns renamed (postgres.js with `transform: postgres.camel`).
+  const asText: SqlQuery = (t, p) => db.query(t, p, { parsers: { 16: (v: string) => v } });
+  const asArray: SqlQuery = async (t, p) => {
+    const r = await query(t, p);
+    return Object.assign([...r.rows], { command: r.command });
+  };
+  const camel = (k: string) => k.replace(/_(.)/g, (_m, c: string) => c.toUpperCase());
+  const asCamel: SqlQuery = async (t, p) => {
+    const r = await query(t, p);
+    const rows = r.rows.map((row) => Object.fromEntries(Object.entries(row).map(([k, v]) => [camel(k), v])));
+    return Object.assign(rows, { command: r.command });
+  };
+
+  test("fencedSqlUpdate() through clients that parse booleans as text or rename columns: one write, told right", async () => {
+    for (const [how, q] of [["booleans as text", asText], ["camelCased columns", asCamel]] as const) {
+      const table = fresh("stock");
+      await query(
+        `CREATE TABLE ${table} (sku text PRIMARY KEY, qty int NOT NULL, fence bigint NOT NULL DEFAULT 0)`,
+        [],
+      );
+      await query(`INSERT INTO ${table} VALUES ('tee', 10, 0)`, []);
+      const update = { table, set: "qty = qty - 1", where: "sku = $1", params: ["tee"] };
+      assert.equal((await fencedSqlUpdate(q, 100, update)).count, 1, how);
+      assert.equal((await query(`SELECT qty FROM ${table}`, [])).rows[0].qty, 9, `${how}: written once`);
+      await assert.rejects(fencedSqlUpdate(q, 99, update), StaleFenceError, how);
+      assert.equal((await query(`SELECT qty FROM ${table}`, [])).rows[0].qty, 9, `${how}: the stale write refused`);
+    }
+  });
+
+  test("fencedSqlTransaction() through a client returning row arrays: a failed statement fails the whole, awaited or not", async () => {
+    for (const awaited of [true, false]) {
+      const table = fresh("orders");
+      await query(`CREATE TABLE ${table} (buyer text PRIMARY KEY)`, []);
+      await assert.rejects(
+        fencedSqlTransaction(asArray, 5, fresh("sale"), async (q) => {
+          await q(`INSERT INTO ${table} VALUES ('ada')`, []);
+          // The same buyer again: a statement that fails, its error caught by the caller (sent by the query function
+          // itself), or one that work does not await.
+          if (awaited) await asArray(`INSERT INTO ${table} VALUES ('ada')`, []).then(undefined, () => {});
+          else void q(`INSERT INTO ${table} VALUES ('ada')`, []).then(undefined, () => {});
+          return "ok";
+        }),
+        Error,
+        awaited ? "COMMIT answered ROLLBACK" : "a q() not awaited failed",
+      );
+      assert.equal((await query(`SELECT count(*)::int AS n FROM ${table}`, [])).rows[0].n, 0, "nothing committed");
+    }
   });
 });
