@@ -763,7 +763,10 @@ function timeline(input: AnalyzeInput, sections: Section[], problems: string[]):
     if (j === byFence.length) continue;
     const next = byFence[j];
     const g = next.fence / 1000;
-    const belief = srv(s.w, s.abortAt!);
+    // The holder stops believing it holds the lease when it calls release() (`end`), or when its signal aborts, which
+    // release() does only after it has sent the command: a client that writes at once (ioredis) can have the release
+    // run, and the lease handed over, before the abort is seen.
+    const belief = srv(s.w, s.end > 0 ? Math.min(s.abortAt!, s.end) : s.abortAt!);
     const margin = g - belief;
     const isExpected = s.fault !== undefined || (spec.losesLeaseData === true && isLost(s));
     if (!isExpected && (minMargin === null || margin < minMargin)) minMargin = margin;
