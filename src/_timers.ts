@@ -40,8 +40,11 @@ export interface Due {
   waits: number;
 }
 
-/** How many times a timeout waits again, at most (see `again`). */
-const MAX_WAITS = 3;
+/**
+ * How many times a timeout waits again, at most (see `again`): once, so that a process that stays busy (a loaded
+ * machine) delays a verdict of "no reply" by one patience at most, never several.
+ */
+const MAX_WAITS = 1;
 /** How late a timer may fire (timer granularity) before the process counts as having been busy, ms. */
 const LATE_MS = 1;
 
@@ -51,16 +54,15 @@ const LATE_MS = 1;
  * before it polls for I/O), and the process may have been busy past it (a GC pause, a synchronous parse, the
  * caller's own loop): a reply may then be waiting unread, or its command not even written yet (node-redis writes
  * on a later turn). So a timeout found on time waits one turn of the event loop (1 ms), for what has come to be
- * read; one found late (the process was busy) does not count the time it was late, and gives the reply its
- * `patience` again, as if the command went out when the process came back; and again while it keeps finding itself
- * late, a few times at most. Only the verdict waits: whoever reads the clock (a validity, a deadline) still reads
- * the real elapsed time.
+ * read; one found late (the process was busy) gives the reply its `patience` again from now, as if the command went
+ * out when the process came back. It waits again once only. Only the verdict waits: whoever reads the clock (a
+ * validity, a deadline) still reads the real elapsed time.
  */
 function again(d: Due, now: number): boolean {
   const late = now - d.at;
   if (d.waits >= MAX_WAITS || (d.waits > 0 && late <= LATE_MS)) return false;
   d.waits++;
-  d.at = now + (late > LATE_MS ? d.patience + late : 1);
+  d.at = now + (late > LATE_MS ? d.patience : 1);
   return true;
 }
 
@@ -91,7 +93,7 @@ export function afterMicrotasks(fn: () => void): void {
 /**
  * Run `fn` at `at` on the performance.now() clock (never earlier), on the shared timer. With `patience` (> 0, ms),
  * `fn` is a timeout's "no reply": it runs only once the process has been looking for the reply until then, waiting
- * again one turn, or, when it finds that it was busy meanwhile, as long as it was late plus `patience` (see `again`).
+ * again one turn, or, when it finds that it was busy meanwhile, its `patience` from then (see `again`).
  */
 export function schedule(at: number, fn: () => void, patience = 0): Due {
   // NaN would never be due, and (Math.min) would keep the timer from ever being armed again: run it at once.
