@@ -54,7 +54,7 @@ test("own timers: an entry due after MAX_TIMER_MS does not run when the capped t
   assert.equal(ran, false, "ran 60 s before its `at`");
 });
 
-test("own timers: a timeout (with patience) found late waits that long plus its patience again", async () => {
+test("own timers: a timeout (with patience) found late waits its patience again, from the end of the pause", async () => {
   const t0 = performance.now();
   const keepAlive = setInterval(() => {}, 1_000);
   const ran = new Promise<number>((r) => timers.schedule(t0 + 2, () => r(performance.now()), 20));
