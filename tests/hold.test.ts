@@ -311,7 +311,21 @@ describe("the shared timer", () => {
     assert.deepEqual(ran, ["nan", "later"]);
   });
 
-  test("a timeout (with patience) found late waits that long plus its patience again; others run at once", async () => {
+  test("a timeout found late waits again once only: a process that stays busy delays it by one patience", async () => {
+    const t0 = performance.now();
+    let timeout = -1;
+    const keepAlive = setInterval(() => {}, 1_000); // the shared timer is unref'd
+    schedule(t0 + 2, () => void (timeout = performance.now()), 20);
+    while (performance.now() < t0 + 10) { /* a pause past it: found late, it waits its patience again */ }
+    await new Promise((r) => setTimeout(r, 5));
+    const end = performance.now() + 40;
+    while (performance.now() < end) { /* busy again, past its second time */ }
+    await new Promise((r) => setTimeout(r, 60));
+    clearInterval(keepAlive);
+    assert.ok(timeout >= end && timeout < end + 15, `the timeout ran ${timeout - end} ms after the second pause`);
+  });
+
+  test("a timeout (with patience) found late waits its patience again; others run at once", async () => {
     const t0 = performance.now();
     let timeout = -1, plain = -1;
     schedule(t0 + 2, () => void (timeout = performance.now()), 20);
