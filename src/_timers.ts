@@ -60,7 +60,7 @@ const LATE_MS = 1;
  */
 function again(d: Due, now: number): boolean {
   const late = now - d.at;
-  if (d.waits >= MAX_WAITS || (d.waits > 0 && late <= LATE_MS)) return false;
+  if (d.waits >= MAX_WAITS) return false;
   d.waits++;
   d.at = now + (late > LATE_MS ? d.patience : 1);
   return true;
