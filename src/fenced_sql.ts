@@ -23,6 +23,17 @@ export type SqlRows =
  * const fromPostgresJs: SqlQuery = (text, params) => sql.unsafe(text, params as never[]);
  * const fromPglite: SqlQuery = (text, params) => db.query(text, params);
  * ```
+ *
+ * @example For a transaction: one connection of its own
+ * ```ts
+ * const conn = await pool.connect(); // pg: a client of the pool, released after
+ * await fencedSqlTransaction((text, params) => conn.query(text, params), lease, "sale", work).finally(() => conn.release());
+ * // postgres.js: a reserved connection, which accepts the helper's BEGIN (sql.unsafe on the pool rejects it with
+ * // UNSAFE_TRANSACTION unless `max: 1`); or sql.begin() with `{ begin: false }`.
+ * const reserved = await sql.reserve();
+ * await fencedSqlTransaction((text, params) => reserved.unsafe(text, params as never[]), lease, "sale", work)
+ *   .finally(() => reserved.release());
+ * ```
  */
 export type SqlQuery = (text: string, params: unknown[]) => PromiseLike<SqlRows>;
 
@@ -277,9 +288,18 @@ export interface FencedSqlTransactionOptions {
    */
   readonly begin?: boolean;
   /**
-   * The isolation level of the transaction the helper begins (not with `begin: false`). Under SERIALIZABLE or
-   * REPEATABLE READ a concurrent transaction on the same rows may fail with a serialization error (SQLSTATE
-   * 40001), which the caller retries.
+   * The isolation level of the transaction the helper begins (not with `begin: false`). At every level the fence
+   * check row-locks the resource's fence row until the transaction ends, so the transactions of one resource that
+   * pass the check commit one after another, in fence order; a lower fence is refused (`StaleFenceError`, nothing
+   * written) once a higher one has committed, even if its transaction had begun before (its snapshot is taken by the
+   * check, its first statement).
+   *
+   * - READ COMMITTED: a transaction that waited for the fence row re-checks it once the holder ends: it is refused if
+   *   the holder committed a higher fence, and goes on otherwise. No serialization error comes from the fence row.
+   * - REPEATABLE READ and SERIALIZABLE: a transaction that waited for the fence row while the holder committed fails
+   *   instead, whatever its fence, with the client's error for SQLSTATE 40001 (`err.code === "40001"` with `pg` and
+   *   postgres.js); the helper has rolled it back, nothing is written. Retry the whole call on a 40001, whichever
+   *   statement it came from: a stale fence is then refused, a newer one goes through.
    * @default {the server's default (READ COMMITTED unless configured)}
    * @example
    * ```ts
@@ -298,7 +318,8 @@ const ISOLATIONS = ["read committed", "repeatable read", "serializable"];
  * before refuses the whole transaction (`ROLLBACK`, then `StaleFenceError`) before `work` runs; an error in `work`
  * (or in any of its statements, even one it caught: PostgreSQL has then aborted the transaction) rolls back and
  * rejects with it. A newer holder's transaction waits on the fence row until this one ends, so the two commit in
- * fence order and the older one cannot commit after the newer one.
+ * fence order and the older one cannot commit after the newer one (under REPEATABLE READ and SERIALIZABLE the one
+ * that waited fails with SQLSTATE 40001 instead, to be retried: see `isolation`).
  *
  * `query` must send every statement on one connection, which no one else uses meanwhile: a client from
  * `pool.connect()` for `pg`, `sql.reserve()` or `sql.begin()` (with `begin: false`) for postgres.js, the database
