@@ -83,6 +83,15 @@ let redis: Client;
 let admin: pg.Pool;
 let clients: SqlClient[] = [];
 let n = 0;
+
+const NOT_INSTALLED = "PostgreSQL is not installed: these tests start a throwaway server from its binaries " +
+  "(Debian: apt-get install postgresql; .ci/run installs it)";
+
+/** Both clients, or a failure when the servers did not start (Bun goes on to run the tests after a failed before()). */
+function bothClients(): SqlClient[] {
+  if (clients.length !== 2) throw new Error(hasPostgres() ? "the servers did not start (see before())" : NOT_INSTALLED);
+  return clients;
+}
 const fresh = (what: string) => `${what}_${++n}_${Math.random().toString(36).slice(2, 8)}`;
 
 async function rows(text: string, params: unknown[] = []): Promise<Record<string, unknown>[]> {
@@ -215,12 +224,7 @@ async function saleState(t: { stock: string; orders: string }) {
 
 describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
   before(async () => {
-    if (!hasPostgres()) {
-      throw new Error(
-        "PostgreSQL is not installed: these tests start a throwaway server from its binaries " +
-          "(Debian: apt-get install postgresql; .ci/run installs it)",
-      );
-    }
+    if (!hasPostgres()) throw new Error(NOT_INSTALLED);
     [pgServer, redisServer] = await Promise.all([startPostgres({ label: "fence-pg" }), startRedis()]);
     redis = await redisServer.client();
     admin = new pg.Pool({ connectionString: pgServer.url, max: 4 });
@@ -234,7 +238,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
   });
 
   test("fencedSqlUpdate() through pg and postgres.js: accepted, stale refused (row unchanged), equal accepted, rows returned, count 0", async () => {
-    for (const c of clients) {
+    for (const c of bothClients()) {
       const table = fresh("items");
       await admin.query(
         `CREATE TABLE ${table} (id int PRIMARY KEY, qty int NOT NULL, fence bigint NOT NULL DEFAULT 0)`,
@@ -263,7 +267,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
   });
 
   test("fencedSqlUpdate() that waited for a row lock: READ COMMITTED re-checks (refused if a higher fence committed, written if a lower one did); SERIALIZABLE fails with 40001", async () => {
-    for (const c of clients) {
+    for (const c of bothClients()) {
       const [holder, waiter] = [await c.connect(), await c.connect()];
       try {
         for (const isolation of ISOLATIONS) {
@@ -317,7 +321,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
   });
 
   test("fencedSqlTransaction() through pg and postgres.js: the flash sale commits both statements; a stale one is refused as a whole; an upsert", async () => {
-    for (const c of clients) {
+    for (const c of bothClients()) {
       const conn = await c.connect();
       try {
         const t = await sale(2);
@@ -362,7 +366,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
   });
 
   test("fencedSqlTransaction() through pg and postgres.js rolls back on an error in work, and on a failed statement it caught", async () => {
-    for (const c of clients) {
+    for (const c of bothClients()) {
       const conn = await c.connect();
       try {
         const t = await sale(3);
@@ -408,7 +412,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
   for (const isolation of [...ISOLATIONS, "repeatable read"] as const) {
     test(`fencedSqlTransaction() interleaved on two connections under ${isolation.toUpperCase()}: a lower fence never commits after a higher one`, async () => {
       const serializable = isolation !== "read committed"; // (REPEATABLE READ behaves as SERIALIZABLE here)
-      for (const c of clients) {
+      for (const c of bothClients()) {
         const [a, b] = [await c.connect(), await c.connect()];
         try {
           // 1. The older transaction has begun (BEGIN answered) but not checked its fence when the newer one commits.
@@ -504,7 +508,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
 
   for (const isolation of ISOLATIONS) {
     test(`12 connections race with shuffled fences under ${isolation.toUpperCase()}: the committed writes are in fence order`, async () => {
-      for (const c of clients) {
+      for (const c of bothClients()) {
         const conns = await Promise.all(Array.from({ length: 12 }, () => c.connect()));
         try {
           for (let round = 0; round < 2; round++) {
@@ -560,7 +564,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
 
   for (const isolation of ISOLATIONS) {
     test(`the flash sale raced from 8 connections under ${isolation.toUpperCase()}: never oversold, one order per buyer, stale buyers refused`, async () => {
-      for (const c of clients) {
+      for (const c of bothClients()) {
         const t = await sale(5);
         const name = fresh("sale");
         // Three holders whose leases passed on (force-unlocked: an expiry, in effect) before the sale opened.
@@ -607,6 +611,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
   }
 
   test("child processes take turns on one Redis lease; one SIGSTOPped past its lease is refused by the database", async () => {
+    bothClients();
     const name = fresh("turns");
     await admin.query(
       "CREATE TABLE IF NOT EXISTS ledger (id bigserial PRIMARY KEY, lease text, worker text, " +
