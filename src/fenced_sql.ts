@@ -154,7 +154,8 @@ export interface FencedSqlResult {
  * updated only if no higher fence wrote them before, and record the fence. The helper writes the fence check and the
  * fence's record itself, from your `set` and `where`, so neither can be left out; values go in `params`, never in
  * the text. The row lock the `UPDATE` takes serialises concurrent writers (under READ COMMITTED a writer that waited
- * re-checks the fence of the row it then finds).
+ * re-checks the fence of the row it then finds; in a REPEATABLE READ or SERIALIZABLE transaction it fails instead
+ * with SQLSTATE 40001 if the holder committed, to be retried).
  *
  * Three outcomes: rows updated (`count` ≥ 1); refused, `StaleFenceError`, when nothing was written because the rows
  * matching `where` carry a higher fence; `count: 0` when no row matches `where` at all (none exists, or your condition in
@@ -304,6 +305,16 @@ export interface FencedSqlTransactionOptions {
    * @example
    * ```ts
    * await fencedSqlTransaction(query, lease, "sale", work, { isolation: "serializable" });
+   * ```
+   * @example Retry on a serialization failure
+   * ```ts
+   * for (;;) {
+   *   try {
+   *     return await fencedSqlTransaction(query, fence, "sale", work, { isolation: "serializable" });
+   *   } catch (err) {
+   *     if ((err as { code?: string }).code !== "40001") throw err; // StaleFenceError included: refused, stop
+   *   }
+   * }
    * ```
    */
   readonly isolation?: "read committed" | "repeatable read" | "serializable";
