@@ -622,10 +622,10 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
     const workers: { child: ChildProcess; out: string; err: string; exit: Promise<number | null> }[] = [];
     const start = (worker: string, turns: number, client: string, pause: boolean) => {
       const [cmd, pre] = runtimeArgs(join(here, "fixtures", "fence_pg_worker.ts"));
-      const args = [redisServer.url, pgServer.url, name, worker, String(turns), client, pause ? "pause" : "run"];
+      const args = [redisServer.url, pgServer.url, name, worker, String(turns), client, pause ? "pause" : "wait"];
       const child = spawn(cmd, [...pre, ...args], {
         cwd: root,
-        stdio: [pause ? "pipe" : "ignore", "pipe", "pipe"],
+        stdio: ["pipe", "pipe", "pipe"],
       });
       const w = { child, out: "", err: "", exit: new Promise<number | null>((r) => child.on("close", r)) };
       child.stdout!.on("data", (d) => (w.out += d));
@@ -634,8 +634,10 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
       return w;
     };
     try {
-      // The first worker takes the lease and announces it, then waits for a line on its stdin before writing.
+      // The first worker takes the lease and announces it, then waits for a line on its stdin before writing; the
+      // others wait for a line before they start.
       const paused = start("w0", 2, "pg", true);
+      const others = [start("w1", 4, "pg", false), start("w2", 4, "postgres.js", false)];
       const held = await pollFor("w0 to hold the lease", () => {
         const m = /holding (\d+)/.exec(paused.out);
         return Promise.resolve(m ? Number(m[1]) : undefined);
@@ -643,7 +645,7 @@ describe(`fenced SQL writes on a PostgreSQL server (${runtimeName()})`, () => {
       // (By pid: on Deno, a ChildProcess's kill() sends nothing more once it has sent SIGSTOP.)
       pause(paused.child.pid!); // its watchdog cannot renew the lease: it expires in Redis
       paused.child.stdin!.end("go\n"); // read once it runs again
-      const others = [start("w1", 4, "pg", false), start("w2", 4, "postgres.js", false)];
+      for (const w of others) w.child.stdin!.end("go\n");
       // Resume it once the others have taken the lease and committed a newer fence.
       await pollFor(
         "a newer fence committed",
