@@ -542,7 +542,7 @@ async function main(): Promise<number> {
       const db = await database;
       if (!db) {
         pgSkipped = PG_INSTALL_HINT;
-        process.stderr.write(`demo: ${PG_INSTALL_HINT}\n`);
+        process.stderr.write(`demo: ${PG_INSTALL_HINT}; skipping it\n`);
       } else {
         const p = o.pgSale;
         process.stderr.write(

@@ -14,7 +14,7 @@ const BUYER = join(dirname(fileURLToPath(import.meta.url)), "pg_buyer.ts");
 
 export const PG_INSTALL_HINT = "the PostgreSQL flash sale needs PostgreSQL: install it with " +
   "'apt-get install postgresql' (Debian/Ubuntu) or 'brew install postgresql' (macOS), or set " +
-  "DATABASE_URL=postgres://…; skipping it";
+  "DATABASE_URL=postgres://…";
 
 export interface DemoPostgres {
   readonly url: string;
