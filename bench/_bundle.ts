@@ -3,10 +3,10 @@
 import { join } from "node:path";
 import { build } from "esbuild";
 
-/** Bundle `tree`'s mod.ts (a checkout of redlease) into `outfile`. */
-export async function bundleRedlease(tree: string, outfile: string): Promise<void> {
+/** Bundle `tree`'s mod.ts (a checkout of redlease), or another entry point of it (`src/fence.ts`), into `outfile`. */
+export async function bundleRedlease(tree: string, outfile: string, entry = "mod.ts"): Promise<void> {
   await build({
-    entryPoints: [join(tree, "mod.ts")],
+    entryPoints: [join(tree, entry)],
     bundle: true,
     format: "esm",
     platform: "node",

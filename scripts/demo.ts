@@ -12,13 +12,20 @@
  * 4. A leader-elected scheduler: several processes campaign; the leader runs one job per time slot, committed with
  *    its term as fence. The leader is paused past its lease, then another is killed. Prints terms, jobs, refused
  *    late commits and the handover time.
+ * 5. The paused app server, with stock and orders in PostgreSQL: the flash sale again, its tables in PostgreSQL, one
+ *    app server stopped (SIGSTOP) between deciding to sell and writing, for several lease TTLs, then resumed (SIGCONT).
+ *    Three modes: a naive SET NX lock and a redlease lease without a fence check, both writing plain SQL, and
+ *    redlease writing through fencedSqlTransaction. Prints sold, oversold, duplicate orders and the stale writes the
+ *    database refused.
  *
  *   node --import tsx scripts/demo.ts [--quick] [--buyers 4] [--items 50] [--users 200] [--requests 2000]
  *        [--concurrency 16] [--mode no-lock,naive,redlease] [--market-seconds 3] [--no-market] [--no-sale]
- *        [--no-upstream] [--no-scheduler] [--seed 1] [--json-out FILE]
+ *        [--no-upstream] [--no-scheduler] [--no-pg-sale] [--seed 1] [--json-out FILE]
  *
  * Uses $REDIS_URL when set (its own keys only, under `redlease-demo:<run id>:`, deleted afterwards); otherwise
- * starts a throwaway redis-server on a free port and stops it at the end.
+ * starts a throwaway redis-server on a free port and stops it at the end. Scene 5 uses $DATABASE_URL when set (its
+ * own tables only, in a schema `redlease_demo_<run id>`, dropped afterwards); otherwise a throwaway PostgreSQL
+ * server (tests/_servers/postgres.ts), or, where PostgreSQL is not installed, says how to install it and skips it.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -42,13 +49,16 @@ import { runScheduler, type SchedulerConfig, type SchedulerResult, WORK_MS } fro
 import { runUpstream, UPSTREAM_VARIANTS, type UpstreamConfig, type UpstreamResult } from "./demo/_upstream.ts";
 import { int, markdown, ms, Progress } from "./demo/_report.ts";
 import { DemoError, type DemoRedis, demoRedis } from "./demo/_server.ts";
+import { type DemoPostgres, demoPostgres, PG_INSTALL_HINT, type PgSaleResult, runPgSale } from "./demo/_pg_demo.ts";
+import { PG_LABEL, PG_MODES, type PgSaleConfig } from "./demo/_pg_sale.ts";
 
 const BUYER = join(dirname(fileURLToPath(import.meta.url)), "demo", "buyer.ts");
 
 const HELP = `Usage: node --import tsx scripts/demo.ts [options]   (npm run demo -- [options])
 
-Flash sale (three modes) and the Redis in Action market simulation (three variants), against $REDIS_URL or
-a throwaway redis-server.
+Flash sale (three modes), the Redis in Action market simulation (three variants), a limited upstream, a
+leader-elected scheduler, and the flash sale in PostgreSQL with a paused app server (three modes), against
+$REDIS_URL or a throwaway redis-server, and $DATABASE_URL or a throwaway PostgreSQL.
 
   --buyers N          app-server processes (default 4)
   --items N           units in stock (default 50)
@@ -61,6 +71,7 @@ a throwaway redis-server.
   --no-sale           skip the flash sale
   --no-upstream       skip the limited upstream (permits)
   --no-scheduler      skip the leader-elected scheduler
+  --no-pg-sale        skip the PostgreSQL flash sale with the paused app server
   --quick             a smaller, faster run (3 app servers, 20 items, 60 users, 360 requests, 1 s markets)
   --seed N            seed of the request plan (default 1)
   --json-out FILE     also write the results as JSON to FILE
@@ -77,6 +88,8 @@ interface Options {
   scheduler: SchedulerConfig;
   runUpstream: boolean;
   runScheduler: boolean;
+  pgSale: PgSaleConfig;
+  runPgSale: boolean;
   jsonOut?: string;
 }
 
@@ -98,7 +111,21 @@ function parseOptions(argv: string[]): Options | undefined {
   };
   const market = { sellers: 5, buyers: 5, seconds: quick ? 1 : 3 };
   let modes: Mode[] = [...MODES];
-  let runSale = true, runMarketSim = true, runUp = true, runSched = true;
+  let runSale = true, runMarketSim = true, runUp = true, runSched = true, runPg = true;
+  const pgSale: PgSaleConfig = {
+    buyers: quick ? 2 : 4,
+    items: quick ? 10 : 30,
+    users: quick ? 30 : 80,
+    // One request at a time per app server: a stopped app server's own queued requests would be handed the lease
+    // in turn and hold it up for a claim window each (claimMs, 1 s) before it passed on to a live waiter.
+    concurrency: 1,
+    payMs: 2,
+    ttlMs: 200,
+    // Long enough for the others to sell the rest of the stock meanwhile (with 4 app servers and 30 items, 600 ms
+    // was not always).
+    pauseMs: quick ? 600 : 1_000,
+    waitMs: 30_000,
+  };
   const upstream = { callers: 12, limit: 4, callMs: 5, seconds: quick ? 1 : 3 };
   const scheduler = { processes: 3, leaseMs: 300, slotMs: 100, seconds: quick ? 4.5 : 6 };
   let jsonOut: string | undefined;
@@ -155,6 +182,9 @@ function parseOptions(argv: string[]): Options | undefined {
       case "--no-scheduler":
         runSched = false;
         break;
+      case "--no-pg-sale":
+        runPg = false;
+        break;
       case "--json-out":
         jsonOut = argv[++i];
         if (!jsonOut) throw new DemoError("--json-out needs a file name");
@@ -173,6 +203,8 @@ function parseOptions(argv: string[]): Options | undefined {
     scheduler,
     runUpstream: runUp,
     runScheduler: runSched,
+    pgSale,
+    runPgSale: runPg,
     jsonOut,
   };
 }
@@ -441,6 +473,8 @@ async function main(): Promise<number> {
   }
   const kids = new Set<ChildProcess>();
   let redis: DemoRedis | undefined;
+  // Scene 5's PostgreSQL starts while the other scenes run (its start takes a couple of seconds).
+  let database: Promise<DemoPostgres | undefined> | undefined;
   let admin: Client | undefined;
   const ns = `redlease-demo:${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
   const stopAll = async () => {
@@ -450,6 +484,7 @@ async function main(): Promise<number> {
       await admin.quit().catch(() => {});
     }
     await redis?.stop();
+    await (await database?.catch(() => undefined))?.stop();
   };
   process.once("SIGINT", () => {
     void stopAll().finally(() => process.exit(130));
@@ -461,6 +496,10 @@ async function main(): Promise<number> {
         ? `using a throwaway redis-server on port ${redis.port} (removed afterwards)\n`
         : `using REDIS_URL (keys under ${ns}:, deleted afterwards)\n`,
     );
+    if (o.runPgSale) {
+      database = demoPostgres();
+      database.catch(() => {}); // (awaited in scene 5; a failure is reported there)
+    }
     admin = createClient({ url: redis.url });
     admin.on("error", () => {});
     await admin.connect();
@@ -498,6 +537,25 @@ async function main(): Promise<number> {
     if (o.runScheduler) {
       process.stderr.write(`  scheduler: ${o.scheduler.processes} processes (${o.scheduler.seconds} s)\n`);
       scheduler = await runScheduler(redis.url, ns, o.scheduler, kids);
+    }
+    let pgSale: PgSaleResult[] | undefined;
+    let pgSkipped: string | undefined;
+    if (database) {
+      const db = await database;
+      if (!db) {
+        pgSkipped = PG_INSTALL_HINT;
+        process.stderr.write(`demo: ${PG_INSTALL_HINT}; skipping it\n`);
+      } else {
+        const p = o.pgSale;
+        process.stderr.write(
+          db.own
+            ? `  postgres sale: a throwaway PostgreSQL on port ${db.port} (removed afterwards), `
+            : `  postgres sale: DATABASE_URL (its own schema, dropped afterwards), `,
+        );
+        process.stderr.write(`${p.buyers} app servers, one paused for ${p.pauseMs} ms\n`);
+        pgSale = await runPgSale(redis.url, db.url, ns, p, PG_MODES, kids, (l) => process.stderr.write(l));
+        await db.stop();
+      }
     }
 
     const c = o.sale;
@@ -590,6 +648,39 @@ async function main(): Promise<number> {
         `SIGKILLed: the next candidate is elected when its lease's TTL ends (handover). Slots missed are those ` +
         `of the two handovers. Stale commits accepted must be 0.\n`;
     }
+    if (pgSale) {
+      const p = o.pgSale;
+      out += `\n## The paused app server, with stock and orders in PostgreSQL: ${p.buyers} app servers, ` +
+        `${p.users} users × 2 requests for ${p.items} items, one app server stopped for ${p.pauseMs} ms ` +
+        `(lease TTL ${p.ttlMs} ms)\n\n`;
+      out += markdown(
+        ["mode", "requests", "sold / stock", "stock left", "oversold", "duplicate orders", "stale writes refused"],
+        pgSale.map((r) => [
+          PG_LABEL[r.mode],
+          int(r.requests),
+          `${int(r.sold)} / ${int(p.items)}`,
+          String(r.stockLeft),
+          int(r.oversold),
+          int(r.duplicateOrders),
+          r.mode === "fenced" ? int(r.refused) : "–",
+        ]),
+        [false, true, true, true, true, true, true],
+      );
+      out += `\nEach user sends two requests at once, to two app servers, and may buy once. Under the sale's lock a ` +
+        `request reads the stock and the user's orders, "authorises payment" (${p.payMs} ms), then writes ` +
+        `UPDATE stock SET qty = qty - 1 and INSERT INTO orders in one transaction. The app server that makes the ` +
+        `run's first decision to sell stops itself (SIGSTOP) right after it, before the write, and the demo resumes it (SIGCONT) ` +
+        `${p.pauseMs} ms later: its lock expired meanwhile (the naive lock's PX ${p.ttlMs}; redlease's watchdog, ` +
+        `stopped with the process, did not renew its ${p.ttlMs} ms lease), the other app servers sold on, and ` +
+        `its write came after theirs.\n` +
+        `- naive SET NX lock and redlease without a fence check: the late write is plain SQL and lands: one sale ` +
+        `too many, and the paused request's user, whose twin request bought meanwhile, has two orders.\n` +
+        `- redlease + fencedSqlTransaction: the transaction first records the lease's fence in the sale's fence ` +
+        `row; the newer holders recorded higher fences, so the database refuses it (stale writes refused) and ` +
+        `nothing of it is written.\n`;
+    } else if (pgSkipped) {
+      out += `\n## The paused app server, with stock and orders in PostgreSQL\n\nSkipped: ${pgSkipped}.\n`;
+    }
     process.stdout.write(out);
     if (o.jsonOut) {
       writeFileSync(
@@ -600,6 +691,7 @@ async function main(): Promise<number> {
             market: { config: o.market, results: market },
             upstream: { config: o.upstream, results: upstream },
             scheduler: { config: o.scheduler, result: scheduler ?? null },
+            pgSale: { config: o.pgSale, results: pgSale ?? null, skipped: pgSkipped ?? null },
           },
           null,
           2,

@@ -9,6 +9,8 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { type Client, type RedisServer, runProcess, startRedis } from "./_redis.ts";
 import type { Contention } from "../scripts/demo/_flash_sale.ts";
+import { hasPostgres, type PostgresServer, startPostgres } from "./_servers/postgres.ts";
+import pg from "pg";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -51,11 +53,57 @@ interface SchedulerResult {
   handoverMs: number;
 }
 
+interface PgSaleResult {
+  mode: string;
+  requests: number;
+  sold: number;
+  stockLeft: number;
+  oversold: number;
+  duplicateOrders: number;
+  refused: number;
+  errors: number;
+  pausedMs: number;
+}
+
 interface Output {
   sale: { config: { items: number; requests: number }; results: SaleResult[] };
   market: { results: MarketResult[] };
   upstream: { config: { limit: number }; results: UpstreamResult[] };
   scheduler: { config: { leaseMs: number }; result: SchedulerResult | null };
+  pgSale: {
+    config: { items: number; users: number; ttlMs: number; pauseMs: number };
+    results: PgSaleResult[] | null;
+    skipped: string | null;
+  };
+}
+
+/**
+ * The PostgreSQL flash sale with a paused app server: the lease without a fence check oversells or duplicates an
+ * order; with fencedSqlTransaction the database refuses the paused write, and exactly the stock sells.
+ */
+function checkPgSale(out: Output): void {
+  const { items, users, ttlMs, pauseMs } = out.pgSale.config;
+  const rs = out.pgSale.results;
+  assert.ok(rs, `the PostgreSQL sale did not run: ${out.pgSale.skipped}`);
+  const by = new Map(rs.map((x) => [x.mode, x]));
+  assert.deepEqual([...by.keys()], ["naive", "lease-no-check", "fenced"]);
+  for (const r of rs) {
+    assert.equal(r.requests, 2 * users, `${r.mode}: every request was handled`);
+    assert.equal(r.errors, 0, `${r.mode}: ${JSON.stringify(r)}`);
+    assert.ok(
+      r.pausedMs >= pauseMs - 5 && pauseMs > 2 * ttlMs,
+      `${r.mode}: paused past the lease: ${JSON.stringify(r)}`,
+    );
+    assert.ok(r.sold >= items, `${r.mode}: the stock sold out: ${JSON.stringify(r)}`);
+  }
+  const noCheck = by.get("lease-no-check")!;
+  assert.ok(noCheck.oversold + noCheck.duplicateOrders > 0, `no anomaly without the fence: ${JSON.stringify(noCheck)}`);
+  const fenced = by.get("fenced")!;
+  assert.equal(fenced.sold, items, JSON.stringify(fenced));
+  assert.equal(fenced.stockLeft, 0, JSON.stringify(fenced));
+  assert.equal(fenced.oversold, 0, JSON.stringify(fenced));
+  assert.equal(fenced.duplicateOrders, 0, JSON.stringify(fenced));
+  assert.ok(fenced.refused > 0, `the database refused no stale write: ${JSON.stringify(fenced)}`);
 }
 
 function demo(args: string[], env: Record<string, string | undefined>) {
@@ -158,6 +206,19 @@ describe("demo (node)", () => {
     assert.ok(s.refused >= 1, `the paused leader's late commit was not refused: ${JSON.stringify(s)}`);
     assert.equal(s.staleAccepted, 0, JSON.stringify(s));
     assert.ok(s.handoverMs > 0 && s.handoverMs < 5 * out.scheduler.config.leaseMs, JSON.stringify(s));
+    if (hasPostgres()) {
+      checkPgSale(out);
+      assert.match(r.stdout, /## The paused app server, with stock and orders in PostgreSQL/);
+      assert.match(
+        r.stdout,
+        /\| redlease lease \+ fencedSqlTransaction +\| +\d+ \| +(\d+) \/ \1 \| +0 \| +0 \| +0 \| +[1-9]/,
+      );
+      const pgPort = Number(/throwaway PostgreSQL on port (\d+)/.exec(r.stderr)?.[1]);
+      assert.ok(pgPort > 0, r.stderr);
+      assert.equal(await portOpen(pgPort), false, "the demo's PostgreSQL is still running");
+    } else {
+      assert.match(String(out.pgSale.skipped), /apt-get install postgresql/);
+    }
 
     // The markdown tables on stdout.
     assert.match(r.stdout, /## Flash sale/);
@@ -190,7 +251,7 @@ describe("demo (node)", () => {
     test("uses that Redis, touches only its own keys and deletes them afterwards", async () => {
       await admin.set("unrelated", "keep me");
       const json = join(dir, "url.json");
-      const r = await demo(["--quick", "--mode", "redlease", "--no-market", "--json-out", json], {
+      const r = await demo(["--quick", "--mode", "redlease", "--no-market", "--no-pg-sale", "--json-out", json], {
         REDIS_URL: srv.url,
       });
       assert.equal(r.code, 0, r.stderr);
@@ -200,6 +261,46 @@ describe("demo (node)", () => {
       checkRedlease(out.sale.results[0], out.sale.config.items, out.sale.config.requests);
       assert.equal(await admin.get("unrelated"), "keep me");
       assert.deepEqual(await admin.keys("*"), ["unrelated"]);
+    });
+  });
+
+  describe("with DATABASE_URL", { skip: !hasPostgres() && "PostgreSQL is not installed" }, () => {
+    let db: PostgresServer;
+    let admin: pg.Client;
+    before(async () => {
+      db = await startPostgres({ label: "demo-test" });
+      admin = new pg.Client({ connectionString: db.url });
+      await admin.connect();
+    });
+    after(async () => {
+      await admin?.end();
+      await db?.stop();
+    });
+
+    test("uses that database, in a schema of its own that it drops afterwards", async () => {
+      await admin.query("CREATE TABLE unrelated (v text); INSERT INTO unrelated VALUES ('keep me')");
+      const schemas = async () =>
+        (await admin.query("SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' ORDER BY 1")).rows
+          .map((x) => x.nspname);
+      const before = await schemas();
+      const json = join(dir, "db.json");
+      const r = await demo([
+        "--quick",
+        "--no-sale",
+        "--no-market",
+        "--no-upstream",
+        "--no-scheduler",
+        "--json-out",
+        json,
+      ], {
+        REDIS_URL: undefined,
+        DATABASE_URL: db.url,
+      });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stderr, /postgres sale: DATABASE_URL/);
+      checkPgSale(JSON.parse(readFileSync(json, "utf8")) as Output);
+      assert.deepEqual(await schemas(), before);
+      assert.deepEqual((await admin.query("SELECT v FROM unrelated")).rows, [{ v: "keep me" }]);
     });
   });
 

@@ -1,0 +1,188 @@
+// The demo's side of the PostgreSQL flash sale (scripts/demo/_pg_sale.ts): its database, its app-server processes
+// (scripts/demo/pg_buyer.ts), one run per mode with one app server paused, and the outcome read from the tables.
+import { type ChildProcess, spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import process from "node:process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { hasPostgres, startPostgres } from "../../tests/_servers/postgres.ts";
+import { emptyPgCounts, type PgCounts, type PgMode, type PgSaleConfig, pgSchemaSql } from "./_pg_sale.ts";
+import { DemoError } from "./_server.ts";
+
+const BUYER = join(dirname(fileURLToPath(import.meta.url)), "pg_buyer.ts");
+
+export const PG_INSTALL_HINT = "the PostgreSQL flash sale needs PostgreSQL: install it with " +
+  "'apt-get install postgresql' (Debian/Ubuntu) or 'brew install postgresql' (macOS), or set " +
+  "DATABASE_URL=postgres://…";
+
+export interface DemoPostgres {
+  readonly url: string;
+  /** Whether the demo started this server itself. */
+  readonly own: boolean;
+  readonly port?: number;
+  stop(): Promise<void>;
+}
+
+/** $DATABASE_URL when set; else a throwaway server; undefined when PostgreSQL is not installed. */
+export async function demoPostgres(): Promise<DemoPostgres | undefined> {
+  const given = process.env.DATABASE_URL;
+  if (given) {
+    const c = new pg.Client({ connectionString: given, connectionTimeoutMillis: 3_000 });
+    try {
+      await c.connect();
+      await c.query("SELECT 1");
+    } catch (e) {
+      throw new DemoError(
+        `cannot reach PostgreSQL at DATABASE_URL=${given.replace(/:[^:@/]*@/, ":***@")}: ${(e as Error).message}`,
+      );
+    } finally {
+      await c.end().catch(() => {});
+    }
+    return { url: given, own: false, stop: async () => {} };
+  }
+  if (!hasPostgres()) return undefined;
+  const server = await startPostgres({ label: "demo" }).catch((e: Error) => {
+    throw new DemoError(`PostgreSQL did not start: ${e.message.split("\n")[1] ?? e.message}`);
+  });
+  return { url: server.url, own: true, port: server.port, stop: () => server.stop() };
+}
+
+export interface PgSaleResult {
+  readonly mode: PgMode;
+  readonly requests: number;
+  readonly sold: number;
+  readonly stockLeft: number;
+  readonly oversold: number;
+  readonly duplicateOrders: number;
+  readonly usersWithDuplicates: number;
+  /** Transactions the database refused as stale (fenced mode). */
+  readonly refused: number;
+  readonly leaseLost: number;
+  readonly errors: number;
+  /** How long the paused app server was stopped, ms. */
+  readonly pausedMs: number;
+  readonly seconds: number;
+}
+
+/** The command line that runs a TypeScript file on the runtime running this script. */
+function runtimeArgs(file: string): [string, string[]] {
+  const g = globalThis as { Deno?: { execPath(): string }; Bun?: unknown };
+  if (g.Deno) return [g.Deno.execPath(), ["run", "-A", file]];
+  if (g.Bun) return [process.execPath, [file]];
+  return [process.execPath, ["--import", "tsx", file]];
+}
+
+/**
+ * Run the PostgreSQL flash sale in each of `modes`: its tables in a schema of their own (dropped afterwards), its
+ * app servers started once for every mode.
+ */
+export async function runPgSale(
+  redisUrl: string,
+  dbUrl: string,
+  ns: string,
+  c: PgSaleConfig,
+  modes: readonly PgMode[],
+  kids: Set<ChildProcess>,
+  say: (line: string) => void,
+): Promise<PgSaleResult[]> {
+  const schema = `redlease_demo_${ns.split(":").pop()!.replace(/[^a-z0-9]/g, "")}`;
+  const admin = new pg.Client({ connectionString: dbUrl });
+  await admin.connect();
+  const procs: ChildProcess[] = [];
+  try {
+    await admin.query(pgSchemaSql(schema).join(";\n"));
+    const [cmd, pre] = runtimeArgs(BUYER);
+    const ready: Promise<void>[] = [];
+    const exited: Promise<void>[] = [];
+    let onLine: (i: number, line: string) => void = () => {};
+    for (let i = 0; i < c.buyers; i++) {
+      const p = spawn(cmd, [...pre, redisUrl, dbUrl, schema, ns, String(i), JSON.stringify(c)], {
+        stdio: ["pipe", "pipe", "pipe"],
+      });
+      kids.add(p);
+      procs.push(p);
+      let stderr = "";
+      p.stderr!.on("data", (d) => (stderr += d));
+      let r!: () => void;
+      ready.push(new Promise<void>((resolve) => (r = resolve)));
+      createInterface({ input: p.stdout! }).on("line", (line) => (line === "READY" ? r() : onLine(i, line)));
+      exited.push(
+        new Promise<void>((resolve, reject) => {
+          p.on("error", reject);
+          p.on("exit", (code) => {
+            kids.delete(p);
+            if (code === 0) resolve();
+            else {
+              const last = stderr.trim().split("\n").filter((l) => l.startsWith("app server")).pop();
+              reject(new DemoError(last ?? `app server ${i} exited with code ${code}: ${stderr.trim()}`));
+            }
+          });
+        }),
+      );
+    }
+    await Promise.race([Promise.all(ready), Promise.all(exited)]);
+
+    const out: PgSaleResult[] = [];
+    for (const mode of modes) {
+      await admin.query(
+        `TRUNCATE ${schema}.orders, ${schema}.redlease_fences; DELETE FROM ${schema}.stock; ` +
+          `INSERT INTO ${schema}.stock VALUES ('tee', ${c.items})`,
+      );
+      const results: PgCounts[] = [];
+      let pausedMs = 0;
+      let done!: () => void;
+      const all = new Promise<void>((r) => (done = r));
+      onLine = (i, line) => {
+        if (line === "PAUSE") {
+          // The app server stopped itself mid-section: keep it stopped past its lease, then let it go on.
+          const t0 = performance.now();
+          setTimeout(() => {
+            procs[i].kill("SIGCONT");
+            pausedMs = performance.now() - t0;
+          }, c.pauseMs);
+        } else if (line.startsWith("RESULT ")) {
+          results[i] = JSON.parse(line.slice(7));
+          if (results.filter(Boolean).length === c.buyers) done();
+        }
+      };
+      const t0 = performance.now();
+      for (const p of procs) p.stdin!.write(`RUN ${mode}\n`);
+      await Promise.race([all, Promise.all(exited)]);
+      const seconds = (performance.now() - t0) / 1_000;
+      const total = emptyPgCounts();
+      for (const r of results) for (const k of Object.keys(total) as (keyof PgCounts)[]) total[k] += r[k];
+      const { rows: [{ sold }] } = await admin.query(`SELECT count(*)::int AS sold FROM ${schema}.orders`);
+      const { rows: [{ qty }] } = await admin.query(`SELECT qty FROM ${schema}.stock WHERE sku = 'tee'`);
+      const { rows: per } = await admin.query(
+        `SELECT buyer, count(*)::int AS n FROM ${schema}.orders GROUP BY buyer HAVING count(*) > 1`,
+      );
+      const r: PgSaleResult = {
+        mode,
+        requests: total.handled,
+        sold,
+        stockLeft: qty,
+        oversold: Math.max(0, sold - c.items),
+        duplicateOrders: per.reduce((a, x) => a + x.n - 1, 0),
+        usersWithDuplicates: per.length,
+        refused: total.refused,
+        leaseLost: total.leaseLost,
+        errors: total.errors,
+        pausedMs,
+        seconds,
+      };
+      say(
+        `  postgres sale: ${mode} done in ${seconds.toFixed(1)}s: sold ${r.sold}/${c.items}, oversold ${r.oversold}, ` +
+          `duplicate orders ${r.duplicateOrders}, stale writes refused ${r.refused}\n`,
+      );
+      out.push(r);
+    }
+    for (const p of procs) p.stdin!.end("EXIT\n");
+    await Promise.all(exited);
+    return out;
+  } finally {
+    for (const p of procs) if (p.exitCode === null) p.kill("SIGKILL");
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+    await admin.end().catch(() => {});
+  }
+}
