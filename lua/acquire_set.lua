@@ -55,9 +55,7 @@ local function done(f)
 end
 
 local fence, gid, c, by, gowner, smode, dly = record(redis.call('GET', h))
--- An exclusive hold in its lock delay keeps the lease from every kind until the delay ends (its PTTL); so does an
--- unclaimed grant, for the delay after its claim window.
-if gowner and dly and not alive(h, dly) then return busy(math.max(redis.call('PTTL', h), 1)) end
+-- (An unclaimed grant with a lock delay keeps the lease for the delay after its claim window.)
 if by and dly then by = by + dly * 1000 end
 if gowner and by and now > by then
   -- An exclusive grant never claimed within its claim window: taken back (the admission below passes it on; shared
@@ -67,7 +65,8 @@ if gowner and by and now > by then
 end
 if gowner then
   if kind ~= 's' then return '!x' end
-  if gowner ~= owner then
+  -- (An exclusive hold in its lock delay keeps the lease, as held, until the delay ends: from its owner too.)
+  if gowner ~= owner or not alive(h, dly) then
     local r = redis.call('PTTL', h)
     if by then r = math.min(r, math.floor((by - now) / 1000) + 1) end
     return busy(math.max(r, 1))

@@ -201,8 +201,8 @@ export interface AcquireOptions extends KeyOptions {
    * the delay the hold is dead for its holder as after any expiry (no renewal, extend, release or re-entry; its
    * `signal` aborts at its deadline as always), acquirers get `LockTimeoutError` or wait — queued waiters keep
    * their places and are granted in order when the delay ends — and {@linkcode inspect} lists the hold in
-   * `delayed`. The delay is the hold's own, set by the acquire that took it (a re-entry keeps it); acquirers may
-   * pass different delays. It only narrows the window in which a stale holder can interfere; fencing
+   * `delayed`; for the kind checks it still counts as held (another kind gets {@linkcode LeaseKindError}). The delay
+   * is the hold's own, set by the acquire that took it (a re-entry keeps it); acquirers may pass different delays. It only narrows the window in which a stale holder can interfere; fencing
    * (`lease.fence`) is still the guarantee. Integer from 0 (off) to 2147483647.
    * @default {0}
    * @example A job on a store that cannot check a token: after a crash, wait 5 s before anyone takes over

@@ -3,7 +3,17 @@
 // Leases of 150 ms and delays of 400 ms: the bounds below leave 100 ms or more of slack either side.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { acquire, campaign, forceUnlock, inspect, type Lease, LockTimeoutError, observe, release } from "../mod.ts";
+import {
+  acquire,
+  campaign,
+  forceUnlock,
+  inspect,
+  type Lease,
+  LeaseKindError,
+  LockTimeoutError,
+  observe,
+  release,
+} from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
@@ -54,6 +64,9 @@ describe("lock delay", () => {
     const left = await refused(acquire(b, name, { waitMs: 0 }));
     assert.ok(left > 0 && left <= DELAY, `${left} ms of the delay left`);
     await refused(acquire(a, name, { waitMs: 0, owner: "svc" }));
+    await refused(acquire(b, name, { shared: true, waitMs: 0 }));
+    // For the kind checks it counts as held.
+    await assert.rejects(acquire(b, name, { permits: 2, waitMs: 0 }), LeaseKindError);
     const info = await inspect(c, name);
     assert.equal(info.held, false);
     assert.deepEqual(info.owners, []);
