@@ -29,11 +29,14 @@ async function refused(p: Promise<Lease>): Promise<number> {
   return e.remainingMs;
 }
 
-/** Wait until the local deadline of `lease` has passed (its signal aborts), and a little more for Redis' TTL. */
-async function expired(lease: Lease): Promise<number> {
+/** Wait until `lease` has expired: its signal aborted (the local deadline), and Redis (read on `on`) agrees. */
+async function expired(lease: Lease, on: Client): Promise<void> {
   while (!lease.signal.aborted) await sleep(10);
-  await sleep(40);
-  return performance.now();
+  for (let i = 0; i < 500; i++) {
+    if (!(await inspect(on, lease.name)).owners.some((o) => o.owner === lease.owner)) return;
+    await sleep(5);
+  }
+  assert.fail(`${lease.name} is still held in Redis after its local deadline`);
 }
 
 describe("lock delay", () => {
@@ -51,7 +54,7 @@ describe("lock delay", () => {
 
   test("off by default: an expired lease is granted again at once", async () => {
     const name = fresh();
-    await expired(await acquire(a, name, { leaseMs: LEASE }));
+    await expired(await acquire(a, name, { leaseMs: LEASE }), c);
     await release(await acquire(b, name, { waitMs: 0 }));
   });
 
@@ -59,7 +62,7 @@ describe("lock delay", () => {
     const name = fresh();
     const t0 = performance.now();
     const gone = await acquire(a, name, { leaseMs: LEASE, lockDelayMs: DELAY, owner: "svc" });
-    await expired(gone);
+    await expired(gone, c);
     // Another client, and the holder's own owner (it may not re-enter a hold it lost): busy for what is left.
     const left = await refused(acquire(b, name, { waitMs: 0 }));
     assert.ok(left > 0 && left <= DELAY, `${left} ms of the delay left`);
@@ -81,7 +84,7 @@ describe("lock delay", () => {
     const next = await acquire(b, name, { waitMs: 5_000 });
     const took = performance.now() - t0;
     assert.ok(took >= LEASE + DELAY - 20, `granted ${took} ms after the first grant`);
-    assert.ok(took < LEASE + DELAY + 1_000, `granted ${took} ms after the first grant`);
+    assert.ok(took < LEASE + DELAY + 3_000, `granted ${took} ms after the first grant`);
     assert.ok(next.fence > gone.fence);
     const now = await inspect(c, name);
     assert.deepEqual([now.held, now.delayed, now.delayMs], [true, [], 0]);
@@ -108,15 +111,17 @@ describe("lock delay", () => {
 
   test("waiters queued during the delay keep their places and are granted in order once it ends", async () => {
     const name = fresh();
+    const t0 = performance.now();
     const gone = await acquire(a, name, { leaseMs: LEASE, lockDelayMs: DELAY });
-    const end = (await expired(gone)) - 40 + DELAY;
+    await expired(gone, c);
     const order: string[] = [];
     const waiting: Promise<void>[] = [];
     for (const [label, client] of [["b1", b], ["c1", c], ["b2", b]] as const) {
       waiting.push(
         acquire(client, name, { waitMs: 5_000 }).then(async (l) => {
           order.push(label);
-          if (order.length === 1) assert.ok(performance.now() >= end - 30, "not granted before the delay ended");
+          const took = performance.now() - t0;
+          if (order.length === 1) assert.ok(took >= LEASE + DELAY - 20, `granted ${took} ms after the first grant`);
           await sleep(20);
           await release(l);
         }),
@@ -135,7 +140,7 @@ describe("lock delay", () => {
     await sleep(50);
     await release(first);
     const handed = await waiting;
-    await expired(handed);
+    await expired(handed, c);
     const left = await refused(acquire(c, name, { waitMs: 0 }));
     assert.ok(left > 0 && left <= DELAY, String(left));
     await release(await acquire(c, name, { waitMs: 5_000 }));
@@ -143,7 +148,7 @@ describe("lock delay", () => {
 
   test("forceUnlock ends a delay", async () => {
     const name = fresh();
-    await expired(await acquire(a, name, { leaseMs: LEASE, lockDelayMs: 60_000 }));
+    await expired(await acquire(a, name, { leaseMs: LEASE, lockDelayMs: 60_000 }), c);
     await refused(acquire(b, name, { waitMs: 0 }));
     assert.equal(await forceUnlock(c, name), true);
     await release(await acquire(b, name, { waitMs: 0 }));
@@ -153,7 +158,7 @@ describe("lock delay", () => {
     const name = fresh();
     const t0 = performance.now();
     const gone = await acquire(a, name, { shared: true, leaseMs: LEASE, lockDelayMs: DELAY, owner: "r" });
-    await expired(gone);
+    await expired(gone, c);
     const left = await refused(acquire(b, name, { waitMs: 0 }));
     assert.ok(left > 0 && left <= DELAY, String(left));
     // Its owner's hold is dead for it (no re-entry); another reader is compatible with the one that vanished.
@@ -176,7 +181,7 @@ describe("lock delay", () => {
     const t0 = performance.now();
     const gone = await acquire(a, name, { permits: 2, leaseMs: LEASE, lockDelayMs: DELAY });
     const live = await acquire(b, name, { permits: 2, leaseMs: 10_000 });
-    await expired(gone);
+    await expired(gone, c);
     const left = await refused(acquire(c, name, { permits: 2, waitMs: 0 }));
     assert.ok(left > 0 && left <= DELAY, String(left));
     const info = await inspect(c, name);
@@ -191,7 +196,7 @@ describe("lock delay", () => {
     await sleep(50);
     await release(held);
     const handed = await waiting;
-    await expired(handed);
+    await expired(handed, c);
     await refused(acquire(a, name, { permits: 2, waitMs: 0 }));
     assert.deepEqual((await inspect(c, name)).delayed.map((o) => o.owner), [handed.owner]);
     await release(live);
@@ -200,7 +205,7 @@ describe("lock delay", () => {
   test("several names: each name is delayed", async () => {
     const [x, y] = [fresh(), fresh()];
     const gone = await acquire(a, [x, y], { leaseMs: LEASE, lockDelayMs: DELAY });
-    await expired(gone);
+    await expired(gone, c);
     await refused(acquire(b, y, { waitMs: 0 }));
     await refused(acquire(b, x, { waitMs: 0 }));
     await release(await acquire(b, [x, y], { waitMs: 5_000 }));
@@ -210,7 +215,7 @@ describe("lock delay", () => {
     const name = fresh();
     const t0 = performance.now();
     const gone = await campaign(a, name, { leaseMs: LEASE, lockDelayMs: DELAY });
-    await expired(gone);
+    await expired(gone, c);
     const it = observe(c, name);
     const state = (await it.next()).value;
     await it.return?.();
@@ -248,7 +253,7 @@ describe("lock delay with Redlock", () => {
     const name = fresh();
     const group = redlock(clients);
     const t0 = performance.now();
-    await expired(await acquire(group, name, { leaseMs: LEASE, lockDelayMs: DELAY }));
+    await expired(await acquire(group, name, { leaseMs: LEASE, lockDelayMs: DELAY }), clients[0]);
     await refused(acquire(group, name, { waitMs: 0 }));
     for (const c of clients) assert.equal((await inspect(c, name)).delayed.length, 1);
     const next = await acquire(group, name, { waitMs: 5_000 });
