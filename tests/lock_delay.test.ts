@@ -58,6 +58,37 @@ describe("lock delay", () => {
     await release(await acquire(b, name, { waitMs: 0 }));
   });
 
+  test("off (or 0), the uncontended acquire sends and stores what it did before the option; on, it sends the delay", async () => {
+    // The slow log with a 0 µs threshold lists every command with its arguments.
+    await a.sendCommand(["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    try {
+      const sent = async (options: { lockDelayMs?: number }) => {
+        const name = fresh();
+        await a.sendCommand(["SLOWLOG", "RESET"]);
+        const lease = await acquire(b, name, { leaseMs: 5_000, ...options });
+        const log = await a.sendCommand(["SLOWLOG", "GET", "100"]) as unknown[][];
+        const call = log.map((e) => e[3] as string[]).find((args) =>
+          /^EVAL/i.test(args[0]) && args.includes(lease.owner)
+        );
+        const record = await a.get(`redlease:{${name}}`);
+        await release(lease);
+        assert.ok(call, "the acquire script call is in the slow log");
+        // EVALSHA sha numkeys, the 4 keys, then the arguments.
+        return { args: call.slice(7), record };
+      };
+      const off = await sent({});
+      assert.equal(off.args.length, 3, `owner, ms, attempt: ${off.args}`);
+      assert.match(off.record ?? "", /^\d+:[^:]+:1::/);
+      const zero = await sent({ lockDelayMs: 0 });
+      assert.equal(zero.args.length, 3);
+      const on = await sent({ lockDelayMs: DELAY });
+      assert.deepEqual(on.args.slice(3), ["", "30000", "PUBLISH", String(DELAY)]);
+      assert.match(on.record ?? "", new RegExp(`^\\d+:[^:]+:1:d${DELAY}:`));
+    } finally {
+      await a.sendCommand(["CONFIG", "SET", "slowlog-log-slower-than", "10000"]);
+    }
+  });
+
   test("exclusive: a vanished holder's lease is granted to nobody until the delay has passed", async () => {
     const name = fresh();
     const t0 = performance.now();
