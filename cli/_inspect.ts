@@ -1,5 +1,5 @@
 // `redlease inspect [PATTERN]`: the held leases whose names match a glob, as a table or JSON.
-import { inspect, type LeaseInfo } from "../mod.ts";
+import { inspect, type LeaseHolder, type LeaseInfo } from "../mod.ts";
 import { flag, formatMs, GLOBAL_OPTIONS, parseArgs, value } from "./_args.ts";
 import { checkPrefix, EXIT, EXIT_CODES_HELP, timed, usage, write } from "./_common.ts";
 import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
@@ -13,7 +13,9 @@ List the held leases whose names match PATTERN, a Redis glob (* ? [abc] \\x; def
 that names the Redis server, database and key prefix read. One row per lease: name, kind (exclusive,
 shared, or N permits), owners (an exclusive holder that also holds it shared is listed twice), hold
 counts, remaining TTL, fence (the latest fencing token), the number of queued waiters (entries of waiters
-that died count until a release skips them) and HOLDER: who holds it, by label. A 'redlease run' or
+that died count until a release skips them) and HOLDER: who holds it, by label. A lease in its lock
+delay (a hold with 'lockDelayMs' expired without a release: granted to nobody until the delay ends) is
+listed too: its vanished owners are marked '(delayed)', and REMAINING says 'delay' and what is left of it. A 'redlease run' or
 'elect' labels its hold host=… pid=… cmd=…; a library hold shows the 'label' option it was acquired with,
 else '-'. Names, owners and labels are shown with control and format characters escaped (\\n, \\u001b);
 --json has them exact. Each lease is read atomically; the list is assembled with SCAN, so leases taken or
@@ -21,7 +23,8 @@ released meanwhile may be missed.
 
 Options:
   --json           print a JSON array of { name, held, kind, permits, owners: [{ owner, label, holds,
-                   kind, remainingMs }], remainingMs, fence, waiters } instead of the line and table
+                   kind, remainingMs, lockDelayMs }], remainingMs, fence, waiters, delayed: [as owners,
+                   remainingMs what is left of the delay], delayMs } instead of the line and table
   --all            also list names that are not held but still have a record (a fence kept for 10s
                    after release, or queued waiters)
   --url URL        Redis URL (default: $REDIS_URL, else redis://localhost:6379)
@@ -66,22 +69,26 @@ async function scanNames(client: RedisClient, prefix: string, pattern: string): 
 }
 
 function toJson(infos: readonly LeaseInfo[]): string {
+  const holder = (o: LeaseHolder) => ({
+    owner: o.owner,
+    label: o.label ?? null,
+    holds: o.holds,
+    kind: o.kind,
+    remainingMs: o.remainingMs,
+    lockDelayMs: o.lockDelayMs,
+  });
   return JSON.stringify(
     infos.map((i) => ({
       name: i.name,
       held: i.held,
       kind: i.kind,
       permits: i.permits,
-      owners: i.owners.map((o) => ({
-        owner: o.owner,
-        label: o.label ?? null,
-        holds: o.holds,
-        kind: o.kind,
-        remainingMs: o.remainingMs,
-      })),
+      owners: i.owners.map(holder),
       remainingMs: i.remainingMs,
       fence: i.fence,
       waiters: i.waiters,
+      delayed: i.delayed.map(holder),
+      delayMs: i.delayMs,
     })),
     null,
     2,
@@ -90,17 +97,24 @@ function toJson(infos: readonly LeaseInfo[]): string {
 
 /** The table: names, owners and labels as read from Redis, escaped (see printable()) so that a row stays a row. */
 function toTable(infos: readonly LeaseInfo[]): string {
-  const rows = infos.map((i) => [
-    printable(i.name),
-    i.kind === "permits" ? `${i.permits} permits` : i.kind,
-    i.held ? i.owners.map((o) => printable(ownerId(o.owner, o.label))).join(", ") : "-",
-    i.held ? i.owners.map((o) => String(o.holds)).join(", ") : "0",
-    i.held ? formatMs(i.remainingMs) : "-",
-    i.fence === 0 ? "-" : String(i.fence),
-    String(i.waiters),
-    // Last: the widest column, and free text.
-    i.held ? i.owners.map((o) => o.label === undefined ? "-" : printable(o.label)).join(", ") : "-",
-  ]);
+  const rows = infos.map((i) => {
+    // The live holders, then those in their lock delay (marked).
+    const all = [...i.owners, ...i.delayed];
+    const mark = (n: number) => (n >= i.owners.length ? " (delayed)" : "");
+    const remaining = [i.held ? formatMs(i.remainingMs) : "", i.delayMs > 0 ? `delay ${formatMs(i.delayMs)}` : ""]
+      .filter((s) => s !== "").join(", ");
+    return [
+      printable(i.name),
+      i.kind === "permits" ? `${i.permits} permits` : i.kind,
+      all.length > 0 ? all.map((o, n) => printable(ownerId(o.owner, o.label)) + mark(n)).join(", ") : "-",
+      all.length > 0 ? all.map((o) => String(o.holds)).join(", ") : "0",
+      remaining === "" ? "-" : remaining,
+      i.fence === 0 ? "-" : String(i.fence),
+      String(i.waiters),
+      // Last: the widest column, and free text.
+      all.length > 0 ? all.map((o) => o.label === undefined ? "-" : printable(o.label)).join(", ") : "-",
+    ];
+  });
   return textTable(
     ["NAME", "KIND", "OWNER", "HOLDS", "REMAINING", "FENCE", "WAITERS", "HOLDER"],
     rows,
@@ -126,8 +140,8 @@ export async function inspectCommand(argv: readonly string[]): Promise<number> {
     const names = await scanNames(c, prefix, pattern);
     const infos = await timed(Promise.all(names.map((n) => inspect(c, n, { prefix }))), "inspect the leases");
     const shown = flag(p, "all")
-      ? infos.filter((i) => i.held || i.fence > 0 || i.waiters > 0)
-      : infos.filter((i) => i.held);
+      ? infos.filter((i) => i.held || i.delayMs > 0 || i.fence > 0 || i.waiters > 0)
+      : infos.filter((i) => i.held || i.delayMs > 0);
     if (flag(p, "json")) await write("stdout", toJson(shown));
     else {
       // Which server was read: its address and database, never its credentials.

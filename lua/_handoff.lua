@@ -3,7 +3,8 @@
 -- @include _record.lua
 -- @include _holders.lua
 -- The queue is a sorted set: entry -> server µs when queued. An entry is
---   "<client id>|<attempt id>|<lease ms>|<claim ms>|<kind>|<owner>", kind "x" (exclusive), "s" (shared) or "p<n>".
+--   "<client id>|<attempt id>|<lease ms>[d<lock delay ms>]|<claim ms>|<kind>|<owner>", kind "x" (exclusive), "s"
+--   (shared) or "p<n>"; a lock delay (see _record.lua, _holders.lua) goes with the hold granted.
 -- admit(h, q, s, d, pub, last, self, top, mode, n, now): grants waiters from the head of the queue, oldest first, while
 --   each can proceed: an exclusive waiter when nothing is held (and then it stops), a shared waiter while the lease
 --   is free or shared, a permit waiter while the lease is free or fewer than its n permits are taken. The caller
@@ -42,17 +43,24 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
       if peeked then top = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES') else top = redis.call('ZPOPMIN', q) end
     end
     if not top[1] then return stop('empty') end
-    local cid, wid, ms, cms, kind, owner = string.match(top[1], '^([^|]*)|([^|]*)|(%d+)|(%d+)|([^|]*)|(.*)$')
+    local cid, wid, ms, lag, cms, kind, owner =
+      string.match(top[1], '^([^|]*)|([^|]*)|(%d+)d?(%d*)|(%d+)|([^|]*)|(.*)$')
+    lag = tonumber(lag)
     local cap = cid and tonumber(string.match(kind, '^p(%d+)$'))
     -- Whether this waiter can proceed; nil for a member that is not an entry this library writes (dropped).
     -- The owner's live hold, for a set waiter whose owner holds the lease already: a re-entry takes no new permit.
-    local mf, ma, mc, mu = nil, nil, nil, nil
+    local mf, ma, mc, mu, mk, md, ok = nil, nil, nil, nil, nil, nil, nil
     if kind == 's' or cap then
-      mf, ma, mc, mu = hold_of(d, owner)
-      if mf and (tonumber(redis.call('ZSCORE', s, owner)) or 0) <= now then mf = nil end
+      mf, ma, mc, mu, mk, md = hold_of(d, owner)
+      -- (A hold in its lock delay is not its owner's any more, and keeps its place: this waiter waits.)
+      local exp = tonumber(redis.call('ZSCORE', s, owner)) or 0
+      if mf and exp - md * 1000 <= now then
+        mf = nil
+        if exp > now then ok = false end
+      end
     end
-    local ok
-    if kind == 'x' then
+    if ok == false then
+    elseif kind == 'x' then
       ok = not mode
     elseif kind == 's' then
       ok = not mode or mode == 's'
@@ -81,16 +89,20 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
         granted = math.min(granted or window, window)
         if kind == 'x' then
           -- Unclaimed, it lasts until the claim window or the lease ends, whichever is first.
-          redis.call('SET', h, held(f, wid, 1, now + tonumber(cms) * 1000, owner), 'PX', ms)
+          redis.call('SET', h, held(f, wid, 1, now + tonumber(cms) * 1000, owner, lag), 'PX', tonumber(ms) + (lag or 0))
           return 'exclusive', last, nil, 0, granted
         end
         if mf then
           -- A re-entry: one more hold, its expiry never shortened; it keeps the attempt of a grant still unclaimed.
-          us = math.max(us, tonumber(redis.call('ZSCORE', s, owner)))
-          put(s, d, owner, f, mu and ma or wid, mc + 1, mu, us, kind, false)
+          -- (It keeps the lock delay its hold was granted with.)
+          us = math.max(us + md * 1000, tonumber(redis.call('ZSCORE', s, owner)))
+          put(s, d, owner, f, mu and ma or wid, mc + 1, mu, us, kind, false, nil, md)
         else
-          -- (s and d outlive its claim window until its lease would end: a lapse is told when purged.)
-          put(s, d, owner, f, wid, 1, true, us, kind, n == 0, now + tonumber(ms) * 1000)
+          -- (s and d outlive its claim window until its lease would end: a lapse is told when purged. With a lock
+          -- delay, its place is kept that much longer: see _holders.lua.)
+          local lus = (lag or 0) * 1000
+          us = us + lus
+          put(s, d, owner, f, wid, 1, true, us, kind, n == 0, now + tonumber(ms) * 1000 + lus, lag)
           n = n + 1
         end
         mode = kind

@@ -1,8 +1,10 @@
 -- The holder set of shared holds and permits (inlined where a script says `@include _holders.lua`):
 --   s  a sorted set: owner -> µs (server time) when the hold expires; an unclaimed grant expires when its claim
---      window ends, a claimed one when its lease does;
---   d  a hash: owner -> "<fence>:<attempt id>:<holds>:<unclaimed>:<kind>" (unclaimed "1" until the waiter claims
---      it, else ""; kind "s" or "p<n>").
+--      window ends, a claimed one when its lease does; a hold with a lock delay expires (leaves its place) that
+--      delay later, and is its owner's only until the delay before that (see hold_of);
+--   d  a hash: owner -> "<fence>:<attempt id>:<holds>:<unclaimed>:<kind>[:<lock delay ms>]" (unclaimed "1" until
+--      the waiter claims it, else ""; kind "s" or "p<n>"). A hold in its lock delay (its holder let it expire
+--      without a release) keeps its share or permit from everyone, its owner included, until the delay ends.
 -- The live holds decide how the lease is held (their kind), whatever the lease key says: that key may be the
 -- exclusive record of an owner that also holds shared holds (a downgrade), a set record "<fence>/<kind>" that keeps
 -- the fence, or gone. So every path that finds the lease free of an exclusive holder counts the live holds first
@@ -20,9 +22,11 @@
 -- at_ms(us): the PEXPIREAT / PXAT time (ms) at which something expiring at `us` (µs) has surely expired.
 -- earliest(s, now): ms until the first live hold expires (at least 1).
 -- latest(s): µs when the last live hold expires (0 when none).
--- hold_of(d, owner): fence (number), attempt id, holds (number), unclaimed (boolean), kind of the owner's hold, or nil.
--- put(s, d, owner, f, a, c, unclaimed, us, kind, fresh, keep): writes the owner's hold, expiring at `us`; s and d
---   live as long, or until `keep` (µs) when given (a grant handed over unclaimed: until its lease would end).
+-- hold_of(d, owner): fence (number), attempt id, holds (number), unclaimed (boolean), kind of the owner's hold, and
+--   its lock delay ms (0 for none), or nil. The hold is its owner's while its score - the delay is in the future.
+-- put(s, d, owner, f, a, c, unclaimed, us, kind, fresh, keep, dly): writes the owner's hold, expiring at `us` (its
+--   lock delay `dly` ms, if any, included); s and d live as long, or until `keep` (µs) when given (a grant handed
+--   over unclaimed: until its lease would end, plus the delay).
 --   `fresh`: the caller counted no live hold before this one (so s and d are new: their TTL is set, not only
 --   lengthened); otherwise they have a TTL, and it is only lengthened.
 local function purge(s, d, now, self)
@@ -47,9 +51,9 @@ end
 local function hold_of(d, owner)
   local v = redis.call('HGET', d, owner)
   if not v then return nil end
-  local f, a, c, u, k = string.match(v, '^(%d+):([^:]*):(%d+):(1?):([sp]%d*)$')
+  local f, a, c, u, k, dly = string.match(v, '^(%d+):([^:]*):(%d+):(1?):([sp]%d*):?(%d*)$')
   if not f then error({ err = 'ERR redlease: a lease holder record is not one this library writes' }) end
-  return tonumber(f), a, tonumber(c), u == '1', k
+  return tonumber(f), a, tonumber(c), u == '1', k, tonumber(dly) or 0
 end
 
 local function holders(s, d, now, hint, self)
@@ -78,10 +82,12 @@ local function latest(s)
   return tonumber(last[2]) or 0
 end
 
-local function put(s, d, owner, f, a, c, unclaimed, us, kind, fresh, keep)
+local function put(s, d, owner, f, a, c, unclaimed, us, kind, fresh, keep, dly)
   redis.call('ZADD', s, us, owner)
-  redis.call('HSET', d, owner, string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':' ..
-    (unclaimed and '1' or '') .. ':' .. kind)
+  local rec = string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':' .. (unclaimed and '1' or '') ..
+    ':' .. kind
+  if dly and dly > 0 then rec = rec .. ':' .. string.format('%d', dly) end
+  redis.call('HSET', d, owner, rec)
   local at = at_ms(keep or us)
   if fresh then
     redis.call('PEXPIREAT', s, at)

@@ -11,6 +11,8 @@
 -- ARGV[4]  queue entry for this waiter; "" or omitted when the caller does not wait
 -- ARGV[5]  queue TTL ms (how long an idle queue may live), with an entry
 -- ARGV[6]  publish command: SPUBLISH, or PUBLISH (the default when omitted)
+-- ARGV[7]  lock delay ms (> 0), or omitted for none: a hold granted to this call that expires without a release
+--          keeps the lease from everyone for that long after (see _record.lua)
 --          (An uncontended call on one server sends the first three only: every argument costs the client and
 --          Redis on every call.)
 -- Returns  fence (> 0) when the caller holds the lease now: fresh (as a string of digits), re-entered, or
@@ -23,6 +25,9 @@
 --          comes as { that number, 0, 0, 1 } and a table reply with a 4th element 1.
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, ms, aid, entry, pub = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', ARGV[6] or 'PUBLISH'
+-- With a lock delay: the record says so, and its key lives the delay longer than the hold.
+local lag, ttl = ARGV[7], ms
+if lag then ttl = tonumber(ms) + tonumber(lag) end
 -- The uncontended path comes first and stays cheap (no number conversions, no closures): with no record and
 -- nobody queued, SET ... NX GET takes the key in one call; otherwise it returns the record that is there. The
 -- fresh fence is the server time in µs, written as TIME's seconds and zero-padded microseconds.
@@ -30,7 +35,9 @@ local t = redis.call('TIME')
 local us = t[2]
 if #us < 6 then us = string.rep('0', 6 - #us) .. us end
 local fresh = t[1] .. us
-local v = redis.call('SET', h, fresh .. ':' .. aid .. ':1::' .. owner, 'NX', 'PX', ms, 'GET')
+local v
+if lag then v = redis.call('SET', h, fresh .. ':' .. aid .. ':1:d' .. lag .. ':' .. owner, 'NX', 'PX', ttl, 'GET')
+else v = redis.call('SET', h, fresh .. ':' .. aid .. ':1::' .. owner, 'NX', 'PX', ms, 'GET') end
 if not v then
   if redis.call('EXISTS', q, s) == 0 then return fresh end
   -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live.
@@ -50,9 +57,10 @@ end
 -- Held by another owner, claimed or handed over and still within its claim window: the contended path, kept cheap
 -- as well (no number conversions but the claim deadline's, no closures but busy).
 if v then
-  local by, o = string.match(v, '^%d+:[^:]*:%d+:(%d*):(.*)$')
+  local by, o = string.match(v, '^%d+:[^:]*:%d+:(%d*)[d%d]*:(.*)$')
   if o and o ~= owner then
-    -- µs left of an unclaimed grant's claim window (0 when claimed); past it, the slow path takes it back.
+    -- µs left of an unclaimed grant's claim window (0 when claimed); past it, the slow path takes it back (or,
+    -- with a lock delay, waits for its end). A hold in its lock delay is busy for its PTTL, the delay's end.
     local left = by == '' and 0 or tonumber(by) - tonumber(fresh)
     if left >= 0 then
       local r = redis.call('PTTL', h)
@@ -71,7 +79,12 @@ local function take_free(last, hint)
   if n > 0 then
     redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'PXAT', at_ms(latest(s)))
     if mode ~= 's' then return '!' .. mode end
-    if redis.call('ZSCORE', s, owner) then return '!upgrade' end
+    -- (A shared hold of this owner in its lock delay is not its own: the caller waits for it like anyone.)
+    local sc = redis.call('ZSCORE', s, owner)
+    if sc then
+      local _f, _a, _c, _u, _k, md = hold_of(d, owner)
+      if tonumber(sc) - (md or 0) * 1000 > now then return '!upgrade' end
+    end
     return busy(earliest(s, now))
   end
   if redis.call('EXISTS', q) == 1 then
@@ -81,18 +94,24 @@ local function take_free(last, hint)
     if r == 'self' then entry = '' end
   end
   local f = next_fence(last, now)
-  redis.call('SET', h, held(f, aid, 1, nil, owner), 'PX', ms)
+  redis.call('SET', h, held(f, aid, 1, nil, owner, tonumber(lag)), 'PX', ttl)
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return f
 end
 
-local fence, gid, c, by, gowner, smode = record(v)
+local fence, gid, c, by, gowner, smode, dly = record(v)
 if not gowner then return take_free(fence, smode) end
+-- A hold in its lock delay is dead for its owner too: it waits for the delay's end like anyone.
+if gowner == owner and not alive(h, dly) then return busy(math.max(redis.call('PTTL', h), 1)) end
 if gowner == owner and gid == aid then
   -- This attempt holds it already (a retry, or a handoff whose message crossed this call): claim it.
-  if by then redis.call('SET', h, held(fence, aid, c, nil, owner), 'PX', ms) end
+  if by then redis.call('SET', h, held(fence, aid, c, nil, owner, dly), 'PX', tonumber(ms) + (dly or 0)) end
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return fence
+end
+if by and dly and now <= by + dly * 1000 then
+  -- Handed over but never claimed, with a lock delay: its waiter may have used it until its claim window ended.
+  return busy(math.floor((by + dly * 1000 - now) / 1000) + 1)
 end
 if by and now > by then
   -- Handed over but never claimed (its waiter is dead, partitioned or deaf): take it back, pass it on. An
@@ -110,7 +129,8 @@ end
 -- owner's hold is a grant still to be claimed by its waiter, the owner is evidently alive: that claims it, and the
 -- record keeps the waiter's attempt id so that its own re-check still finds its grant (holds are counted per owner,
 -- so a claim window on a shared count could otherwise take back another attempt's hold).
-redis.call('SET', h, held(fence, by and gid or aid, c + 1, nil, owner), 'KEEPTTL')
-redis.call('PEXPIRE', h, ms, 'GT')
+-- (A re-entry keeps the lock delay its hold was granted with.)
+redis.call('SET', h, held(fence, by and gid or aid, c + 1, nil, owner, dly), 'KEEPTTL')
+redis.call('PEXPIRE', h, tonumber(ms) + (dly or 0), 'GT')
 if entry ~= '' then redis.call('ZREM', q, entry) end
 return fence

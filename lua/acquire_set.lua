@@ -13,6 +13,8 @@
 -- ARGV[5]  queue TTL ms
 -- ARGV[6]  publish command: PUBLISH or SPUBLISH
 -- ARGV[7]  kind: "s" (shared) or "p<n>" (one of n permits)
+-- ARGV[8]  lock delay ms (> 0), or omitted for none: a hold granted to this call that expires without a release
+--          keeps its place (its share or permit) from everyone for that long after (see _holders.lua)
 -- Returns  as acquire.lua: the fence (> 0) when held now; else -1 - the ms after which to try again, or for a
 --          waiting caller { that number, µs when it was queued, 1 if this call queued it else 0 };
 --          or "!x" when permits are asked of a lease held exclusively, "!<mode>" when the lease is held in another
@@ -24,6 +26,8 @@ local owner, ms, aid, entry, pub, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARG
 -- @include _handoff.lua
 local now = now_us()
 local until_us = now + tonumber(ms) * 1000
+local lag = tonumber(ARGV[8])
+local lus = (lag or 0) * 1000
 
 -- Whether this call passed on a grant that its waiter never claimed: the reply says so.
 local passed = false
@@ -50,7 +54,9 @@ local function done(f)
   return told(f)
 end
 
-local fence, gid, c, by, gowner, smode = record(redis.call('GET', h))
+local fence, gid, c, by, gowner, smode, dly = record(redis.call('GET', h))
+-- (An unclaimed grant with a lock delay keeps the lease for the delay after its claim window.)
+if by and dly then by = by + dly * 1000 end
 if gowner and by and now > by then
   -- An exclusive grant never claimed within its claim window: taken back (the admission below passes it on; shared
   -- holds of its owner stay).
@@ -59,7 +65,8 @@ if gowner and by and now > by then
 end
 if gowner then
   if kind ~= 's' then return '!x' end
-  if gowner ~= owner then
+  -- (An exclusive hold in its lock delay keeps the lease, as held, until the delay ends: from its owner too.)
+  if gowner ~= owner or not alive(h, dly) then
     local r = redis.call('PTTL', h)
     if by then r = math.min(r, math.floor((by - now) / 1000) + 1) end
     return busy(math.max(r, 1))
@@ -67,14 +74,17 @@ if gowner then
   -- A downgrade: a shared hold for the exclusive holder, with its fence, reentrant like any shared hold. Its owner
   -- is evidently alive: an exclusive grant still to be claimed is claimed (its TTL, the lease, was set when it was
   -- handed over). The exclusive record keeps its own TTL: the shared hold may outlive it.
-  if by then redis.call('SET', h, held(fence, gid, c, nil, owner), 'KEEPTTL') end
-  local mf, ma, mc = hold_of(d, owner)
+  if by then redis.call('SET', h, held(fence, gid, c, nil, owner, dly), 'KEEPTTL') end
+  local mf, ma, mc, _u, _k, md = hold_of(d, owner)
   local exp = tonumber(redis.call('ZSCORE', s, owner)) or 0
   if mf and exp > now then
-    put(s, d, owner, mf, aid, ma == aid and mc or mc + 1, false, math.max(until_us, exp), 's', false)
+    -- (Its shared hold in its lock delay: dead for it too, it waits for the delay's end.)
+    if exp - md * 1000 <= now then return busy(math.floor((exp - now) / 1000) + 1) end
+    put(s, d, owner, mf, aid, ma == aid and mc or mc + 1, false, math.max(until_us + md * 1000, exp), 's', false, nil,
+      md)
     return done(mf)
   end
-  put(s, d, owner, fence, aid, 1, false, until_us, 's', redis.call('EXISTS', s) == 0)
+  put(s, d, owner, fence, aid, 1, false, until_us + lus, 's', redis.call('EXISTS', s) == 0, nil, lag)
   return done(fence)
 end
 -- (An expired hold still unclaimed is a grant its waiter never claimed: dropped, it is passed on.)
@@ -85,13 +95,16 @@ if mode then
   -- This owner's live hold: re-entered, or claimed by the attempt it was granted to (a retry, or a handoff whose
   -- message crossed this call). A re-entry while the hold is still unclaimed claims it, and keeps the waiter's
   -- attempt id so that its own re-check still finds its grant (as acquire.lua does).
-  local mf, ma, mc, unclaimed = hold_of(d, owner)
+  local mf, ma, mc, unclaimed, _k, md = hold_of(d, owner)
   if mf then
-    local exp = math.max(until_us, tonumber(redis.call('ZSCORE', s, owner)))
+    local exp = tonumber(redis.call('ZSCORE', s, owner))
+    -- (Its hold in its lock delay: dead for it too, it waits for the delay's end.)
+    if exp - md * 1000 <= now then return busy(math.floor((exp - now) / 1000) + 1) end
+    exp = math.max(until_us + md * 1000, exp)
     if ma == aid then
-      put(s, d, owner, mf, aid, mc, false, exp, kind, false)
+      put(s, d, owner, mf, aid, mc, false, exp, kind, false, nil, md)
     else
-      put(s, d, owner, mf, unclaimed and ma or aid, mc + 1, false, exp, kind, false)
+      put(s, d, owner, mf, unclaimed and ma or aid, mc + 1, false, exp, kind, false, nil, md)
     end
     redis.call('PEXPIREAT', h, at_ms(exp), 'GT')
     return done(mf)
@@ -112,8 +125,8 @@ if queued then
   if r == 'self' then entry = '' end
 end
 local f = next_fence(fence, now)
-put(s, d, owner, f, aid, 1, false, until_us, kind, n == 0)
-redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'PXAT', at_ms(n == 0 and until_us or latest(s)))
+put(s, d, owner, f, aid, 1, false, until_us + lus, kind, n == 0, nil, lag)
+redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'PXAT', at_ms(n == 0 and until_us + lus or latest(s)))
 local r = done(f)
 -- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits); none when nobody
 -- was queued before (this script queued nobody since).

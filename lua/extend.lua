@@ -8,15 +8,22 @@
 -- ARGV[4]  "1" to re-establish a lease that is free here (Redlock), else ""
 -- ARGV[5]  "GT" to only lengthen the TTL (renewals and claims: a reentrant hold may have asked for longer),
 --          "" to set it (extend())
--- Returns  1 when extended, 0 when the owner no longer holds the lease (expired, released or force-unlocked),
---          or the new fence (> 1) when re-established.
+-- Returns  1 when extended, 0 when the owner no longer holds the lease (expired, released or force-unlocked,
+--          or in its lock delay: see _record.lua), or the new fence (> 1) when re-established. A hold with a lock
+--          delay keeps its key the delay longer than the TTL asked. A hold re-established has no lock delay.
 local h = KEYS[1]
 local v = redis.call('GET', h)
-local f, a, c, by, o
-if v then f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$') end
+local f, a, c, by, lag, o
+if v then f, a, c, by, lag, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*)(d?%d*):(.*)$') end
 if o == ARGV[1] and (ARGV[3] == '' or f == ARGV[3]) then
-  if by ~= '' then redis.call('SET', h, f .. ':' .. a .. ':' .. c .. '::' .. o, 'KEEPTTL') end
-  if ARGV[5] == 'GT' then redis.call('PEXPIRE', h, ARGV[2], 'GT') else redis.call('PEXPIRE', h, ARGV[2]) end
+  local ttl = ARGV[2]
+  if lag ~= '' then
+    local dly = tonumber(string.sub(lag, 2))
+    if redis.call('PTTL', h) <= dly then return 0 end
+    ttl = tonumber(ttl) + dly
+  end
+  if by ~= '' then redis.call('SET', h, f .. ':' .. a .. ':' .. c .. ':' .. lag .. ':' .. o, 'KEEPTTL') end
+  if ARGV[5] == 'GT' then redis.call('PEXPIRE', h, ttl, 'GT') else redis.call('PEXPIRE', h, ttl) end
   return 1
 end
 if ARGV[4] == '1' and not o and not (v and string.find(v, '/', 1, true)) then

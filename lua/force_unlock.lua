@@ -1,5 +1,5 @@
 -- force_unlock: remove every hold of every owner (an operator's tool), keep the fence, and hand the lease to the
--- first live waiter.
+-- first live waiter. Holds in their lock delay (see _record.lua) are removed too: the operator's word ends a delay.
 -- KEYS[1]  lease key
 -- KEYS[2]  wait queue
 -- KEYS[3]  the holder set, and KEYS[4] its records: every shared hold and permit is removed as well

@@ -2,15 +2,17 @@
 -- KEYS[1]  lease key
 -- KEYS[2]  wait queue
 -- KEYS[3]  the holder set, and KEYS[4] its records (see _holders.lua)
--- Returns  { fence, pttl, waiters, mode, then per holder: owner, holds, kind, ms left }
+-- Returns  { fence, pttl, waiters, mode, then per holder: owner, holds, kind, ms left, lock delay ms }
 --          fence 0 when no record exists; pttl -2 when the key does not exist; waiters = queue length
 --          (entries of waiters that died are counted until a handoff skips them); mode "x" (exclusive or free),
 --          "s" (shared) or "p<n>" (n permits); kind "x" for the exclusive holder, else the kind of a set hold.
---          Expired set holds are not listed (they are dropped by the next script that changes the lease).
+--          Expired set holds are not listed (they are dropped by the next script that changes the lease). A hold
+--          with a lock delay (see _record.lua) is listed until its delay ends: its ms left (of the hold, for its
+--          owner) is then <= 0, and ms left + lock delay is what is left of the delay.
 -- @include _record.lua
 -- @include _holders.lua
 local h, s, d = KEYS[1], KEYS[3], KEYS[4]
-local fence, _, c, _, owner = record(redis.call('GET', h))
+local fence, _, c, _, owner, _m, dly = record(redis.call('GET', h))
 local pttl = redis.call('PTTL', h)
 local now = now_us()
 -- How it is held: exclusive while an exclusive holder lives (its owner may hold shared holds too: a downgrade), else
@@ -26,16 +28,18 @@ if owner then
   table.insert(out, owner)
   table.insert(out, c)
   table.insert(out, 'x')
-  table.insert(out, pttl)
+  table.insert(out, pttl - (dly or 0))
+  table.insert(out, dly or 0)
 end
 local holders = redis.call('ZRANGEBYSCORE', s, '(' .. string.format('%d', now), '+inf', 'WITHSCORES')
 for i = 1, #holders, 2 do
-  local _f, _a, hc, _u, hk = hold_of(d, holders[i])
+  local _f, _a, hc, _u, hk, hd = hold_of(d, holders[i])
   if hc then
     table.insert(out, holders[i])
     table.insert(out, hc)
     table.insert(out, hk)
-    table.insert(out, math.floor((tonumber(holders[i + 1]) - now) / 1000))
+    table.insert(out, math.floor((tonumber(holders[i + 1]) - now) / 1000) - hd)
+    table.insert(out, hd)
   end
 end
 return out

@@ -11,8 +11,8 @@
 -- Returns  1 when proclaimed (or announced), 0 when this owner no longer leads with this term.
 -- @include _record.lua
 if ARGV[1] ~= '' then
-  local fence, _, _, _, owner = record(redis.call('GET', KEYS[1]))
-  if owner ~= ARGV[1] or string.format('%d', fence) ~= ARGV[2] then return 0 end
+  local fence, _, _, _, owner, _m, dly = record(redis.call('GET', KEYS[1]))
+  if owner ~= ARGV[1] or string.format('%d', fence) ~= ARGV[2] or not alive(KEYS[1], dly) then return 0 end
   if ARGV[4] == '1' then redis.call('SET', KEYS[2], ARGV[2] .. ':' .. ARGV[3], 'PX', 86400000) end
 end
 redis.call(ARGV[5], KEYS[1] .. ':o', ARGV[2])

@@ -13,6 +13,7 @@
 --          record a re-entry overwrote is not recognised, and its hold lapses with the lease)
 -- ARGV[5]  that attempt's queue entry; "" or omitted
 -- ARGV[6]  publish command: SPUBLISH (cluster), or PUBLISH (the default when omitted)
+-- A hold in its lock delay (see _record.lua) is not its owner's: its release changes nothing (the delay runs out).
 -- Returns  0 not held by this owner (or that attempt holds nothing: nothing changed but its entry removed),
 --          1 one hold released and the owner still holds it (reentrant count > 0),
 --          2 released and freed, 3 released and handed to a waiting client.
@@ -21,12 +22,13 @@ local hold_fence, aid, entry = ARGV[3], ARGV[4] or '', ARGV[5] or ''
 if entry ~= '' then redis.call('ZREM', q, entry) end
 local v = redis.call('GET', h)
 if not v then return 0 end
-local f, a, c, by, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*):(.*)$')
+local f, a, c, by, lag, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*)(d?%d*):(.*)$')
 if o ~= ARGV[1] or (hold_fence ~= '' and f ~= hold_fence) or (aid ~= '' and a ~= aid) then return 0 end
+if lag ~= '' and redis.call('PTTL', h) <= tonumber(string.sub(lag, 2)) then return 0 end
 if c ~= '1' then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
   if aid ~= '' then a = '' end
-  redis.call('SET', h, f .. ':' .. a .. ':' .. (c - 1) .. ':' .. by .. ':' .. o, 'KEEPTTL')
+  redis.call('SET', h, f .. ':' .. a .. ':' .. (c - 1) .. ':' .. by .. lag .. ':' .. o, 'KEEPTTL')
   return 1
 end
 -- The last hold. No number conversions and no closures until a waiter is found.

@@ -18,15 +18,16 @@ if entry ~= '' then redis.call('ZREM', q, entry) end
 -- @include _handoff.lua
 local now = now_us()
 local owner = ARGV[1]
-local mf, ma, mc, unclaimed, kind = hold_of(d, owner)
+local mf, ma, mc, unclaimed, kind, md = hold_of(d, owner)
 if not mf then return 0 end
 local exp = tonumber(redis.call('ZSCORE', s, owner))
-if not exp or exp <= now then return 0 end
+-- (A hold in its lock delay is not its owner's: its release changes nothing, the delay runs out.)
+if not exp or exp - md * 1000 <= now then return 0 end
 if (hold_fence ~= '' and string.format('%d', mf) ~= hold_fence) or (aid ~= '' and ma ~= aid) then return 0 end
 if mc > 1 then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
   redis.call('HSET', d, owner, string.format('%d', mf) .. ':' .. (aid ~= '' and '' or ma) .. ':' ..
-    string.format('%d', mc - 1) .. ':' .. (unclaimed and '1' or '') .. ':' .. kind)
+    string.format('%d', mc - 1) .. ':' .. (unclaimed and '1' or '') .. ':' .. kind .. (md > 0 and ':' .. md or ''))
   return 1
 end
 redis.call('ZREM', s, owner)

@@ -53,8 +53,10 @@ const CORE = "mod";
 // next attempt waits for the undo; a hold's `ending` signal, so that no call in flight is sent again after its
 // release), and timeouts that count a reply which came while the process was busy (patient shared-timer entries);
 // 21,045 B with issue 28's StaleFenceError and isStaleFenceError, which every entry's errors share (+0.12 KB): the
-// fenced writes themselves, their scripts included, are in redlease/fence only.
-const CORE_BUDGET_GZIP = 21_504;
+// fenced writes themselves, their scripts included, are in redlease/fence only. Raised to 22 KB by issue 28's lock
+// delay (21,186 → 21,930 B, +0.75 KB: nearly all Lua — the delay's field in both hold records and queue entries, read
+// wherever a hold's owner is checked, in every script that grants, renews, frees or reports a hold).
+const CORE_BUDGET_GZIP = 22_528;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 

@@ -143,7 +143,8 @@ class Attempt {
    */
   call(entry?: QueueEntry): Promise<Acquired> {
     this.undone = false;
-    const a = { kind: this.o.kind, owner: this.owner, ms: this.o.ms, attempt: this.id, entry };
+    const o = this.o;
+    const a = { kind: o.kind, owner: this.owner, ms: o.ms, attempt: this.id, entry, lockDelayMs: o.lockDelayMs };
     const r = acquireCall(this.st, this.keys, a, this.bound);
     const ev = this.st.events;
     return ev ? r.then((x) => (x.passedOn && this.passedOn(ev), x)) : r;
@@ -416,6 +417,7 @@ async function waitAsAttempt(a: Attempt, retryMs: number): Promise<Waited | unde
     attempt: a.id,
     ms: o.ms,
     claimMs: o.claimMs,
+    lockDelayMs: o.lockDelayMs,
     kind: o.kind,
     owner: a.owner,
   };

@@ -55,7 +55,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
     const undo = (ran?: () => void) => Promise.all(keys.map((k) => giveBack(st, k, args, o.ms, o.name, 0, ran)));
     let r: number[] | number;
     try {
-      r = await acquireAllCall(st, keys, { kind: "x", owner, ms: o.ms, attempt }, bound);
+      r = await acquireAllCall(st, keys, { kind: "x", owner, ms: o.ms, attempt, lockDelayMs: o.lockDelayMs }, bound);
     } catch (e) {
       // Unknown outcome: give back whatever this attempt took, name by name.
       await settle(undo());

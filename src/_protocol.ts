@@ -181,10 +181,13 @@ export interface QueueEntry {
   readonly claimMs: number;
   readonly kind: Kind;
   readonly owner: string;
+  /** The lock delay of the hold it wants, ms (0 or omitted: none). */
+  readonly lockDelayMs?: number;
 }
 
 function entryText(e: QueueEntry): string {
-  return `${e.clientId}|${e.attempt}|${e.ms}|${e.claimMs}|${e.kind}|${e.owner}`;
+  const ms = (e.lockDelayMs ?? 0) > 0 ? `${e.ms}d${e.lockDelayMs}` : e.ms;
+  return `${e.clientId}|${e.attempt}|${ms}|${e.claimMs}|${e.kind}|${e.owner}`;
 }
 
 /** The reply of an acquire call. */
@@ -218,18 +221,25 @@ export interface AcquireArgs {
   readonly attempt: string;
   /** Join (or stay in) the queue with this entry. */
   readonly entry?: QueueEntry;
+  /** The lock delay of the hold, ms; 0 or omitted: none (and no argument sent for it). */
+  readonly lockDelayMs?: number;
 }
 
 /** Take, re-enter or claim the lease, or learn when to try again (and queue, for a waiter). */
 export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
   const args = [a.owner, String(a.ms), a.attempt];
-  // The exclusive script takes the rest only when it says something (a waiter's entry, SPUBLISH): every argument
-  // costs the client and Redis on every call, and most calls are an uncontended acquire on one server.
-  if (a.kind !== "x" || a.entry || st.publish !== "PUBLISH") {
+  const lag = a.lockDelayMs ?? 0;
+  // The exclusive script takes the rest only when it says something (a waiter's entry, SPUBLISH, a lock delay):
+  // every argument costs the client and Redis on every call, and most calls are an uncontended acquire on one server.
+  if (a.kind !== "x" || a.entry || st.publish !== "PUBLISH" || lag > 0) {
     args.push(a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish);
   }
-  if (a.kind === "x") return st.run(ACQUIRE, keys.all, args, bound, acquired);
+  if (a.kind === "x") {
+    if (lag > 0) args.push(String(lag));
+    return st.run(ACQUIRE, keys.all, args, bound, acquired);
+  }
   args.push(a.kind);
+  if (lag > 0) args.push(String(lag));
   return st.run(ACQUIRE_SET, keys.all, args, bound, acquired);
 }
 
@@ -244,7 +254,9 @@ export async function acquireAllCall(
   bound?: Bound,
 ): Promise<number[] | number> {
   const k = keys.flatMap((x) => [x.hash, x.queue, x.holders, x.holderRecords]);
-  const r = await st.run(ACQUIRE_ALL, k, [a.owner, String(a.ms), a.attempt], bound);
+  const args = [a.owner, String(a.ms), a.attempt];
+  if ((a.lockDelayMs ?? 0) > 0) args.push(String(a.lockDelayMs));
+  const r = await st.run(ACQUIRE_ALL, k, args, bound);
   return Array.isArray(r) ? r.map(Number) : Number(r);
 }
 
@@ -383,8 +395,10 @@ export interface SnapshotHolder {
   readonly holds: number;
   /** "x" for the exclusive holder, else the set mode of the hold. */
   readonly kind: Kind;
-  /** The hold's remaining TTL in ms. */
+  /** The hold's remaining TTL in ms, for its holder: <= 0 while the hold is in its lock delay. */
   readonly pttl: number;
+  /** The hold's lock delay in ms (0: none). */
+  readonly lockDelayMs: number;
 }
 
 /** A consistent snapshot of one lease. */
@@ -400,12 +414,13 @@ export interface Snapshot {
 export async function inspectCall(st: ClientState, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
   const r = await st.run(INSPECT, keys.all, [], bound) as Array<string | number>;
   const holders: SnapshotHolder[] = [];
-  for (let i = 4; i + 3 < r.length; i += 4) {
+  for (let i = 4; i + 4 < r.length; i += 5) {
     holders.push({
       owner: String(r[i]),
       holds: Number(r[i + 1]),
       kind: String(r[i + 2]) as Kind,
       pttl: Number(r[i + 3]),
+      lockDelayMs: Number(r[i + 4]),
     });
   }
   return { fence: Number(r[0]), pttl: Number(r[1]), waiters: Number(r[2]), mode: String(r[3]) as Kind, holders };

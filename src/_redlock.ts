@@ -207,7 +207,9 @@ async function acquireOn(
     let replies: unknown[];
     try {
       replies = await bounded(
-        group.all((st) => acquireCall(st, keys, { kind: o.kind, owner, ms: o.ms, attempt }, nodeBound)),
+        group.all((st) =>
+          acquireCall(st, keys, { kind: o.kind, owner, ms: o.ms, attempt, lockDelayMs: o.lockDelayMs }, nodeBound)
+        ),
         bound,
       );
     } catch (e) {

@@ -114,6 +114,8 @@ export interface Resolved {
   readonly nodeTimeoutMs: number;
   readonly retryDelayMs: number;
   readonly claimMs: number;
+  /** The lock delay in ms (0: none). */
+  readonly lockDelayMs: number;
   /** How the hold shares the lease: "x" exclusive, "s" shared, "p<n>" one of n permits. */
   readonly kind: Kind;
   /** A leadership (campaign): its events say so. */
@@ -195,6 +197,7 @@ export function resolveAcquire(
   );
   const retryDelayMs = checkInt(op, "retryDelayMs", o.retryDelayMs ?? 100, 1, 60_000);
   const claimMs = checkInt(op, "claimMs", o.claimMs ?? DEFAULT_CLAIM_MS, 10, 60_000);
+  const lockDelayMs = checkInt(op, "lockDelayMs", o.lockDelayMs ?? 0, 0);
   let kind: Kind = "x";
   if (o.shared !== undefined && o.shared !== false) {
     if (o.shared !== true) fail(op, "shared", "must be a boolean", o.shared);
@@ -207,6 +210,7 @@ export function resolveAcquire(
   signal?.throwIfAborted();
   return {
     claimMs,
+    lockDelayMs,
     name,
     prefix,
     ms,

@@ -40,7 +40,8 @@ export class RedleaseError extends Error {
 
 /**
  * The wait for a lease ran out (or `waitMs: 0` found it held). `remainingMs` is the holder's remaining lease
- * time as Redis reported it on the last attempt (`-1` if the lease had no TTL).
+ * time as Redis reported it on the last attempt (`-1` if the lease had no TTL); with a lock delay (`lockDelayMs`),
+ * the time until that delay would end, the holder's time included.
  *
  * @example
  * ```ts
@@ -58,7 +59,7 @@ export class LockTimeoutError extends RedleaseError {
   }
   /** The class name, "LockTimeoutError". */
   override name = "LockTimeoutError";
-  /** The holder's remaining lease time in ms at the last attempt. */
+  /** The holder's remaining lease time in ms at the last attempt (with a lock delay: until the delay ends). */
   readonly remainingMs: number;
   /** How long this call waited, in ms. */
   readonly waitedMs: number;

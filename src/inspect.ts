@@ -14,15 +14,20 @@ export interface LeaseHolder {
   readonly holds: number;
   /** How it holds the lease (an exclusive holder may hold it shared as well: then it is listed twice). */
   readonly kind: LeaseKind;
-  /** Remaining TTL of this hold in ms. */
+  /**
+   * Remaining TTL of this hold in ms; for a hold in `delayed`, what is left of its lock delay (the time until its
+   * place is free).
+   */
   readonly remainingMs: number;
+  /** The `lockDelayMs` the hold was acquired with (0: none). */
+  readonly lockDelayMs: number;
 }
 
 /** What {@linkcode inspect} reports about one lease, read atomically. */
 export interface LeaseInfo {
   /** The lease name. */
   readonly name: string;
-  /** Whether any owner holds it. */
+  /** Whether any owner holds it (a hold in its lock delay is no one's: see `delayed`). */
   readonly held: boolean;
   /**
    * How it is held: "exclusive" (also when free), "shared" (by shared holds only), or "permits" (as `permits`
@@ -39,6 +44,17 @@ export interface LeaseInfo {
   readonly fence: number;
   /** Queued waiters (entries of clients that died are counted until a release skips them). */
   readonly waiters: number;
+  /**
+   * Holds in their lock delay (see `lockDelayMs` of acquire): their holder let them expire without a release, and
+   * their place (the lease, a share or a permit) is granted to nobody until the delay ends. Each one's `remainingMs`
+   * is what is left of its delay. Empty when none.
+   */
+  readonly delayed: ReadonlyArray<LeaseHolder>;
+  /**
+   * Ms until the last lock delay in `delayed` ends (for an exclusive lease: until it can be granted again), 0 when
+   * none.
+   */
+  readonly delayMs: number;
 }
 
 /**
@@ -68,16 +84,23 @@ export async function inspect(
   const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
   const until = performance.now() + timeoutMs;
   const r = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
-  const owners = r.holders.map((h): LeaseHolder => ({
-    owner: h.owner,
-    label: labelOf(h.owner),
-    holds: h.holds,
-    kind: h.kind === "x" ? "exclusive" : h.kind === "s" ? "shared" : "permit",
-    remainingMs: Math.max(0, h.pttl),
-  }));
+  const owners: LeaseHolder[] = [], delayed: LeaseHolder[] = [];
+  for (const h of r.holders) {
+    // (A hold's ms left, for its holder, is <= 0 once it is in its lock delay.)
+    const inDelay = h.lockDelayMs > 0 && h.pttl <= 0;
+    (inDelay ? delayed : owners).push({
+      owner: h.owner,
+      label: labelOf(h.owner),
+      holds: h.holds,
+      kind: h.kind === "x" ? "exclusive" : h.kind === "s" ? "shared" : "permit",
+      remainingMs: Math.max(0, inDelay ? h.pttl + h.lockDelayMs : h.pttl),
+      lockDelayMs: h.lockDelayMs,
+    });
+  }
   const held = owners.length > 0;
+  const delayMs = delayed.length > 0 ? Math.max(...delayed.map((o) => o.remainingMs)) : 0;
   const kind = r.mode === "x" ? "exclusive" : r.mode === "s" ? "shared" : "permits";
   const permits = kind === "permits" ? Number(r.mode.slice(1)) : undefined;
   const remainingMs = held ? Math.max(...owners.map((o) => o.remainingMs)) : 0;
-  return { name, held, kind, permits, owners, remainingMs, fence: r.fence, waiters: r.waiters };
+  return { name, held, kind, permits, owners, remainingMs, fence: r.fence, waiters: r.waiters, delayed, delayMs };
 }

@@ -193,6 +193,25 @@ export interface AcquireOptions extends KeyOptions {
    */
   readonly claimMs?: number;
   /**
+   * Lock delay, in ms (as Chubby's and Consul's): when this hold ends without a release — its lease expired, or
+   * was lost (the watchdog could not renew it, the holder died or paused) — the lease (for a shared hold or a
+   * permit: its share or permit) is granted to nobody until this long after it expired, for resources that cannot
+   * check a fence: a holder that vanished may still be writing for a while. A release (also `withLock`'s) ends
+   * the hold at once, with no delay; so does {@linkcode forceUnlock} (an operator's word ends a delay too). During
+   * the delay the hold is dead for its holder as after any expiry (no renewal, extend, release or re-entry; its
+   * `signal` aborts at its deadline as always), acquirers get `LockTimeoutError` or wait — queued waiters keep
+   * their places and are granted in order when the delay ends — and {@linkcode inspect} lists the hold in
+   * `delayed`; for the kind checks it still counts as held (another kind gets {@linkcode LeaseKindError}). The delay
+   * is the hold's own, set by the acquire that took it (a re-entry keeps it); acquirers may pass different delays. It only narrows the window in which a stale holder can interfere; fencing
+   * (`lease.fence`) is still the guarantee. Integer from 0 (off) to 2147483647.
+   * @default {0}
+   * @example A job on a store that cannot check a token: after a crash, wait 5 s before anyone takes over
+   * ```ts
+   * await using lease = await acquire(client, "legacy-ftp", { lockDelayMs: 5_000 });
+   * ```
+   */
+  readonly lockDelayMs?: number;
+  /**
    * Redlock only (a group from `redlock()`): how long one node may take to answer before it counts as failed for that
    * attempt. Time this process spends busy (a GC pause, synchronous work) past it does not count: a reply that came
    * meanwhile counts, and the node then gets this long again; the lease's validity still counts all the time that

@@ -800,6 +800,35 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     ]);
   });
 
+  test(
+    "inspect lists a lease in its lock delay: its vanished owner marked, and what is left of the delay",
+    T,
+    async () => {
+      const name = unique("delay");
+      const gone = await acquire(admin, name, { leaseMs: 100, lockDelayMs: 60_000, label: "vanished" });
+      while (!gone.signal.aborted) await sleep(10);
+      await sleep(30);
+      const [table, json] = await Promise.all([cli(["inspect", name]), cli(["inspect", name, "--json"])]);
+      assert.equal(table.code, 0, table.stderr);
+      const rows = table.stdout.trim().split("\n");
+      assert.equal(rows.length, 3, table.stdout);
+      const id = gone.owner.slice(0, gone.owner.indexOf(" "));
+      assert.match(
+        rows[2],
+        new RegExp(`^${name} +exclusive +${id} \\(delayed\\) +1 +delay [\\d.]+s +${gone.fence} +0 +vanished$`),
+      );
+      const [info] = JSON.parse(json.stdout);
+      assert.deepEqual([info.held, info.owners, info.delayed.map((o: { owner: string }) => o.owner)], [
+        false,
+        [],
+        [gone.owner],
+      ]);
+      assert.equal(info.delayed[0].lockDelayMs, 60_000);
+      assert.ok(info.delayMs > 50_000 && info.delayMs <= 60_000, String(info.delayMs));
+      assert.equal(await forceUnlock(admin, name), true);
+    },
+  );
+
   test("a run labels its hold host=… pid=… cmd=…; inspect shows it in HOLDER and in --json", T, async () => {
     const name = unique("label");
     const file = join(dir, `${name}.signals`);

@@ -5,7 +5,8 @@
 // `owner` is its owner exactly, on either client.
 //
 // Expiry is forced deterministically with `PEXPIRE <key> 1` (leases are long, so nothing expires by itself during
-// a run). Reproduce a failure with the seed (and path) fast-check prints:
+// a run). A grant made with a lock delay (`lockDelayMs`) expires into its delay instead (`PEXPIRE <key> <delay>`:
+// the hold is dead, and the lease granted to nobody), and its delay ends at the next expiry or forceUnlock. Reproduce a failure with the seed (and path) fast-check prints:
 //   MODEL_SEED=<seed> [MODEL_PATH=<path>] [MODEL_RUNS=<n>] node --import tsx --test tests/model.test.ts
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -30,8 +31,17 @@ const RUNS = Number(process.env.MODEL_RUNS ?? 100);
 const SEED = process.env.MODEL_SEED === undefined ? undefined : Number(process.env.MODEL_SEED);
 const PATH = process.env.MODEL_PATH;
 
-type Mode = { leaseMs: number } | { watchdogMs: number } | Record<never, never>;
-const MODES: Mode[] = [{}, { leaseMs: 20_000 }, { leaseMs: MAX_TTL }, { watchdogMs: 45_000 }];
+/** The lock delay of the modes that have one. */
+const DELAY_MS = 40_000;
+type Mode = ({ leaseMs: number } | { watchdogMs: number } | Record<never, never>) & { lockDelayMs?: number };
+const MODES: Mode[] = [
+  {},
+  { leaseMs: 20_000 },
+  { leaseMs: MAX_TTL },
+  { watchdogMs: 45_000 },
+  { leaseMs: 20_000, lockDelayMs: DELAY_MS },
+  { watchdogMs: 45_000, lockDelayMs: DELAY_MS },
+];
 const ttlOf = (mode: Mode) => "leaseMs" in mode ? mode.leaseMs : "watchdogMs" in mode ? mode.watchdogMs : 30_000;
 const showMode = (mode: Mode) => JSON.stringify(mode);
 
@@ -66,6 +76,10 @@ interface Model {
   /** Longest watchdogMs among the grant's watchdog-mode holds (0: none). Their renewals reset the TTL to it. */
   watchdogTtl: number;
   handles: HandleModel[];
+  /** The lock delay of the current grant (its first hold's; 0: none). */
+  delay: number;
+  /** The owner and hold count of a grant that expired into its lock delay (holder null meanwhile), or null. */
+  delayed: { owner: Owner; count: number } | null;
   /** The owner string Redis knows each model owner by (learned from its first lease: `<client id>:<owner>`). */
   redisOwner: Record<Owner, string>;
 }
@@ -92,6 +106,14 @@ async function verify(m: Model, r: Real, step: string): Promise<void> {
   assert.deepEqual(holdsOf(info), m.holder === null ? [] : [{ owner: m.redisOwner[m.holder], holds: m.count }], ctx);
   assert.equal(info.fence, m.fence, ctx);
   assert.equal(info.waiters, 0, ctx);
+  const d = m.delayed;
+  assert.deepEqual(
+    info.delayed.map((h) => [h.owner, h.holds, h.lockDelayMs]),
+    d === null ? [] : [[m.redisOwner[d.owner], d.count, m.delay]],
+    ctx,
+  );
+  if (d !== null) assert.ok(info.delayMs > 0 && info.delayMs <= m.delay, ctx);
+  if (m.holder !== null) assert.deepEqual(info.owners.map((h) => h.lockDelayMs), [m.delay], ctx);
   if (m.holder !== null) assert.ok(info.remainingMs > 0 && info.remainingMs <= m.ttlUpper, ctx);
   else assert.equal(info.remainingMs, 0, ctx);
 }
@@ -116,9 +138,11 @@ class AcquireCmd implements Cmd {
     }
     const options: AcquireOptions = { ...this.mode, owner, waitMs: 0 };
     const got = await acquire(r.clients[this.client], r.name, options).then((l) => l, (e: unknown) => e);
-    if (m.holder !== null && m.holder !== who) {
+    if ((m.holder !== null && m.holder !== who) || m.delayed !== null) {
+      // (Busy for the holder's time and then its delay, if any: when the lease is granted if nobody releases it.)
       assert.ok(got instanceof LockTimeoutError, `${step}: expected LockTimeoutError, got ${String(got)}`);
-      assert.ok(got.remainingMs > 0 && got.remainingMs <= m.ttlUpper, `${step}: remainingMs ${got.remainingMs}`);
+      const upper = m.delayed !== null ? m.delay : m.ttlUpper + m.delay;
+      assert.ok(got.remainingMs > 0 && got.remainingMs <= upper, `${step}: remainingMs ${got.remainingMs}`);
     } else {
       assert.ok(!(got instanceof Error), `${step}: expected a lease, got ${String(got)}`);
       const lease = got as Lease;
@@ -135,6 +159,7 @@ class AcquireCmd implements Cmd {
         m.fence = m.maxFence = lease.fence;
         m.ttlUpper = ttlOf(this.mode);
         m.watchdogTtl = "leaseMs" in this.mode ? 0 : ttlOf(this.mode);
+        m.delay = this.mode.lockDelayMs ?? 0;
       } else {
         assert.equal(lease.fence, m.fence, `${step}: a reentrant hold shares the grant's fence`);
         m.count++;
@@ -213,9 +238,10 @@ class ForceUnlockCmd implements Cmd {
   }
   async run(m: Model, r: Real): Promise<void> {
     const ok = await forceUnlock(r.clients[this.client], r.name);
-    assert.equal(ok, m.holder !== null, this.toString());
+    assert.equal(ok, m.holder !== null || m.delayed !== null, this.toString());
     m.holder = null;
     m.count = 0;
+    m.delayed = null; // an operator's word ends a delay
     await verify(m, r, this.toString());
   }
   toString(): string {
@@ -229,6 +255,15 @@ class ExpireCmd implements Cmd {
     return m.holder !== null || m.fence !== 0;
   }
   async run(m: Model, r: Real): Promise<void> {
+    if (m.holder !== null && m.delay > 0) {
+      // Into its delay: the hold's time is up (its key lives the delay longer), not released.
+      await r.admin.pExpire(keyOf(r.name), m.delay);
+      m.delayed = { owner: m.holder, count: m.count };
+      m.holder = null;
+      m.count = 0;
+      await verify(m, r, `${this.toString()} (into its lock delay)`);
+      return;
+    }
     // A watchdog renewal already on its way (extend() to a TTL below watchdogMs schedules one at once) may land
     // within the 1 ms and legitimately renew the key: then expire it again, until it stays gone.
     for (let attempt = 0;; attempt++) {
@@ -241,6 +276,7 @@ class ExpireCmd implements Cmd {
     m.holder = null;
     m.count = 0;
     m.fence = 0;
+    m.delayed = null;
     await verify(m, r, this.toString());
   }
   toString(): string {
@@ -295,6 +331,8 @@ describe(`model-based interleavings (${runtimeName()})`, () => {
           ttlUpper: 0,
           watchdogTtl: 0,
           handles: [],
+          delay: 0,
+          delayed: null,
           redisOwner: {},
         };
         try {

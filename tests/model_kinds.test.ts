@@ -8,7 +8,9 @@
 //   every name it asked for (a new lease) or none it did not hold before, and no name has two holders;
 // - leader election: never two leaders with live terms (see the last describe block).
 // Every new hold's fence is above every fence handed out before. Expiry is forced deterministically (a set hold's
-// expiry moved to the past, an exclusive key's TTL to 1 ms). Reproduce a failure with the seed fast-check prints:
+// expiry moved to the past, an exclusive key's TTL to 1 ms). A hold acquired with a lock delay expires into its
+// delay instead (its expiry, or its key's TTL, moved to now + the delay: dead for its owner, its place kept from
+// everyone), which ends at a later "delay ends" step (moved to the past) or forceUnlock. Reproduce a failure with the seed fast-check prints:
 //   MODEL_SEED=<seed> [MODEL_RUNS=<n>] node --import tsx --test tests/model_kinds.test.ts
 // and an election counterexample by itself with MODEL_EXAMPLE='<its JSON array of steps>'.
 import assert from "node:assert/strict";
@@ -36,10 +38,15 @@ const OWNERS = ["owner-0", "owner-1", "owner-2"];
 // The election model waits for elections, expiries and claim windows: half the runs, to keep the suite's time.
 const ELECTION_RUNS = Number(process.env.MODEL_RUNS ?? 30);
 
+/** The lock delay of the holds acquired with one. */
+const DELAY_MS = 60_000;
+
 /** A hold in the model: one per (owner, kind). */
 interface HoldModel {
   count: number;
   fence: number;
+  /** Acquired with a lock delay (a re-entry keeps its hold's). */
+  delay: boolean;
 }
 
 interface Handle {
@@ -50,9 +57,10 @@ interface Handle {
 }
 
 type Op =
-  | { op: "acquire"; client: number; owner: number; kind: "x" | "s" | "p"; via: boolean }
+  | { op: "acquire"; client: number; owner: number; kind: "x" | "s" | "p"; via: boolean; delay: boolean }
   | { op: "release"; pick: number }
   | { op: "expire"; pick: number }
+  | { op: "delayEnds" }
   | { op: "forceUnlock" };
 
 const opArb = (kinds: Array<"x" | "s" | "p">): fc.Arbitrary<Op> =>
@@ -65,10 +73,12 @@ const opArb = (kinds: Array<"x" | "s" | "p">): fc.Arbitrary<Op> =>
         owner: fc.nat(2),
         kind: fc.constantFrom(...kinds),
         via: fc.boolean(),
+        delay: fc.boolean(),
       }),
     },
     { weight: 4, arbitrary: fc.record({ op: fc.constant("release" as const), pick: fc.nat(20) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("expire" as const), pick: fc.nat(20) }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("delayEnds" as const) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("forceUnlock" as const) }) },
   );
 
@@ -92,6 +102,9 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
     const key = `redlease:{${name}}`;
     let exclusive = null as (HoldModel & { owner: string }) | null;
     const set = new Map<string, HoldModel>(); // shared holds or permits, by model owner
+    // Holds in their lock delay: dead for their owners, their places kept from everyone.
+    let delayedX = null as (HoldModel & { owner: string }) | null;
+    const delayedSet = new Map<string, HoldModel>();
     const redisOwner = new Map<string, string>();
     let maxFence = 0;
     const handles: Handle[] = [];
@@ -102,7 +115,9 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
         : set.get(h.owner)?.fence === h.lease.fence);
     try {
       for (const [i, o] of ops.entries()) {
-        const step: string = `step ${i} ${JSON.stringify(o)}; model ${JSON.stringify({ exclusive, set: [...set] })}`;
+        const step: string = `step ${i} ${JSON.stringify(o)}; model ${
+          JSON.stringify({ exclusive, set: [...set], delayedX, delayedSet: [...delayedSet] })
+        }`;
         if (o.op === "acquire") {
           let who = `${o.client}/${o.owner}`;
           let owner: string | Lease = OWNERS[o.owner];
@@ -114,15 +129,24 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
           }
           const kind = o.kind === "p" ? "s" : o.kind; // permits live in the set, like shared holds
           const options = o.kind === "x" ? {} : o.kind === "s" ? { shared: true } : { permits: n };
-          const got = await acquire(clients[o.client], name, { ...options, owner, waitMs: 0, leaseMs: 60_000 })
-            .then((l) => l, (e: unknown) => e);
+          const lockDelayMs = o.delay ? DELAY_MS : 0;
+          const got = await acquire(clients[o.client], name, {
+            ...options,
+            owner,
+            waitMs: 0,
+            leaseMs: 60_000,
+            lockDelayMs,
+          }).then((l) => l, (e: unknown) => e);
           // The model's prediction.
           let expect: "grant" | "timeout" | "upgrade", fence: number | undefined;
-          if (kind === "x") {
+          // (An exclusive hold in its delay keeps the lease from every kind; an owner's own hold in its delay is not
+          // its own: it waits like anyone.)
+          if (delayedX || (kind !== "x" && delayedSet.has(who))) expect = "timeout";
+          else if (kind === "x") {
             if (exclusive) {
               [expect, fence] = exclusive.owner === who ? ["grant", exclusive.fence] : ["timeout", undefined];
             } else if (set.size > 0) expect = set.has(who) ? "upgrade" : "timeout";
-            else expect = "grant";
+            else expect = delayedSet.size > 0 ? "timeout" : "grant";
           } else if (o.kind === "s") {
             if (exclusive && exclusive.owner !== who) expect = "timeout";
             else if (set.has(who)) [expect, fence] = ["grant", set.get(who)!.fence];
@@ -130,7 +154,7 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
             else expect = "grant";
           } else {
             if (set.has(who)) [expect, fence] = ["grant", set.get(who)!.fence];
-            else expect = set.size < n ? "grant" : "timeout";
+            else expect = set.size + delayedSet.size < n ? "grant" : "timeout";
           }
           if (expect === "timeout") {
             assert.ok(got instanceof LockTimeoutError, `${step}: expected busy, got ${String(got)}`);
@@ -149,8 +173,13 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
             }
             redisOwner.set(who, lease.owner);
             handles.push({ lease, owner: who, kind, released: false });
-            if (kind === "x") exclusive = { owner: who, count: (exclusive?.count ?? 0) + 1, fence: lease.fence };
-            else set.set(who, { count: (set.get(who)?.count ?? 0) + 1, fence: lease.fence });
+            if (kind === "x") {
+              const delay = exclusive?.delay ?? o.delay;
+              exclusive = { owner: who, count: (exclusive?.count ?? 0) + 1, fence: lease.fence, delay };
+            } else {
+              const had = set.get(who);
+              set.set(who, { count: (had?.count ?? 0) + 1, fence: lease.fence, delay: had?.delay ?? o.delay });
+            }
           }
         } else if (o.op === "release") {
           if (handles.length === 0) continue;
@@ -168,18 +197,42 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
           const owners = [...set.keys()];
           if (owners.length > 0) {
             const who = owners[o.pick % owners.length];
-            await admin.sendCommand(["ZADD", `${key}:s`, "XX", "1", redisOwner.get(who)!]);
+            const hold = set.get(who)!;
+            if (hold.delay) {
+              // Its time is up now; its place stays for the delay.
+              const [sec, us] = await admin.sendCommand(["TIME"]) as string[];
+              const at = String(Number(sec) * 1e6 + Number(us) + DELAY_MS * 1000);
+              await admin.sendCommand(["ZADD", `${key}:s`, "XX", at, redisOwner.get(who)!]);
+              delayedSet.set(who, hold);
+            } else await admin.sendCommand(["ZADD", `${key}:s`, "XX", "1", redisOwner.get(who)!]);
             set.delete(who);
           } else if (exclusive) {
-            await admin.pExpire(key, 1);
-            await sleep(5);
+            if (exclusive.delay) {
+              await admin.pExpire(key, DELAY_MS);
+              delayedX = exclusive;
+            } else {
+              await admin.pExpire(key, 1);
+              await sleep(5);
+            }
             exclusive = null;
           }
+        } else if (o.op === "delayEnds") {
+          for (const who of delayedSet.keys()) {
+            await admin.sendCommand(["ZADD", `${key}:s`, "XX", "1", redisOwner.get(who)!]);
+          }
+          delayedSet.clear();
+          if (delayedX) {
+            await admin.pExpire(key, 1);
+            await sleep(5);
+            delayedX = null;
+          }
         } else {
-          const held: boolean = exclusive !== null || set.size > 0;
+          const held: boolean = exclusive !== null || set.size > 0 || delayedX !== null || delayedSet.size > 0;
           assert.equal(await forceUnlock(admin, name), held, step);
           exclusive = null;
           set.clear();
+          delayedX = null; // an operator's word ends a delay
+          delayedSet.clear();
         }
         // inspect() agrees, and the safety properties hold.
         const info = await inspect(admin, name);
@@ -189,6 +242,14 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
           ...[...set].map(([w, hm]) => `${redisOwner.get(w)}|${hm.count}|${n > 0 ? "permit" : "shared"}`),
         ].sort();
         assert.deepEqual(seen, want, `${step}: inspect ${JSON.stringify(info)}`);
+        const seenDelayed = info.delayed.map((x) => `${x.owner}|${x.holds}|${x.kind}|${x.lockDelayMs}`).sort();
+        const wantDelayed: string[] = [
+          ...(delayedX ? [`${redisOwner.get(delayedX.owner)}|${delayedX.count}|exclusive|${DELAY_MS}`] : []),
+          ...[...delayedSet].map(([w, hm]) =>
+            `${redisOwner.get(w)}|${hm.count}|${n > 0 ? "permit" : "shared"}|${DELAY_MS}`
+          ),
+        ].sort();
+        assert.deepEqual(seenDelayed, wantDelayed, `${step}: inspect's delayed ${JSON.stringify(info)}`);
         const exclusiveHolders = info.owners.filter((x) => x.kind === "exclusive");
         if (exclusiveHolders.length > 0) {
           assert.ok(
@@ -196,7 +257,7 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
             `${step}: an exclusive holder with others`,
           );
         }
-        if (n > 0) assert.ok(info.owners.length <= n, `${step}: more than ${n} permits live`);
+        if (n > 0) assert.ok(info.owners.length + info.delayed.length <= n, `${step}: more than ${n} permits taken`);
       }
     } finally {
       await Promise.allSettled(handles.map((h) => release(h.lease)));
