@@ -13,6 +13,7 @@
 // the workers have exited, the lock server must hold nothing of theirs (LeakReport, from chaos/_scenario.ts).
 import type { FaultEvent, ScenarioSpec } from "./_scenario.ts";
 import type { Section, WorkerResult } from "./_protocol.ts";
+import type { ResourceReport } from "./_resource.ts";
 
 /** What the lock server still held after every worker process exited (see `leftovers` in chaos/_scenario.ts). */
 export interface LeakReport {
@@ -205,6 +206,8 @@ export interface Analysis {
   leaked: number | null;
   problems: string[];
   ok: boolean;
+  /** The resource scenarios: what each resource accepted and refused (set by runScenario, chaos/_resource.ts). */
+  resource?: ResourceReport[];
 }
 
 export interface AnalyzeInput {
@@ -590,7 +593,7 @@ function awareness(
     if (told <= grant + clock.err(older.w)) aware++;
     else {
       unaware++;
-      if (older.fault !== undefined || (input.spec.losesLeaseData === true && isLost(older))) {
+      if (pausedOrBlocked(older) || (input.spec.losesLeaseData === true && isLost(older))) {
         expected++;
         continue;
       }
@@ -768,7 +771,7 @@ function timeline(input: AnalyzeInput, sections: Section[], problems: string[]):
     // run, and the lease handed over, before the abort is seen.
     const belief = srv(s.w, s.end > 0 ? Math.min(s.abortAt!, s.end) : s.abortAt!);
     const margin = g - belief;
-    const isExpected = s.fault !== undefined || (spec.losesLeaseData === true && isLost(s));
+    const isExpected = pausedOrBlocked(s) || (spec.losesLeaseData === true && isLost(s));
     if (!isExpected && (minMargin === null || margin < minMargin)) minMargin = margin;
     if (!isExpected && isLost(s) && (minLostMargin === null || margin < minLostMargin)) minLostMargin = margin;
     if (margin >= -err(s.w)) continue;
@@ -857,4 +860,12 @@ function summarizeRuntimes(names: string[]): string {
   const counts = new Map<string, number>();
   for (const n of names) counts.set(n, (counts.get(n) ?? 0) + 1);
   return [...counts].map(([n, c]) => `${c}×${n}`).join(" ");
+}
+
+/**
+ * A section whose process the fault paused (SIGSTOP) or blocked (event loop): it cannot have been told of a re-grant
+ * in time, so its being unaware is expected. A partitioned holder's process runs: it must have been told.
+ */
+function pausedOrBlocked(s: Section): boolean {
+  return s.fault !== undefined && s.fault.kind !== "partition";
 }

@@ -58,6 +58,20 @@ export const latency = (ms: number, jitterMs: number): Injector => async (ctx) =
 };
 
 /**
+ * Whether `owner` holds the lease now (claimed). The lease key is a string, the grant record (lua/_record.lua):
+ * "<fence>:<attempt id>:<holds>:<claim by µs>:<owner>" (owner last). (It was a hash once: HEXISTS on it now fails
+ * with WRONGTYPE, which stopped net-cmd-blackhole's injector before it injected anything.)
+ */
+async function holdsNow(ctx: FaultContext, owner: string): Promise<boolean> {
+  const v = await ctx.admin.get(ctx.keys.hash);
+  const held = v === null ? null : /^\d+:[^:]*:(\d+):(\d*):(.*)$/s.exec(v);
+  // Claimed (no claim deadline left): a grant handed over but not claimed yet is not a hold.
+  // The owner as stored may carry the client's id in front ("<client id>:<owner>").
+  return held !== null && Number(held[1]) > 0 && held[2] === "" &&
+    (held[3] === owner || held[3].endsWith(`:${owner}`));
+}
+
+/**
  * Half-open command connection: the victim's command connection(s) silently swallow bytes both ways (no RST,
  * no FIN) for `holdMs`, then heal (connections that lost bytes are reset, so the client reconnects). With a
  * fixed owner (ScenarioSpec.fixedOwners), the blackhole starts as the victim's next hold begins (its owner field
@@ -67,7 +81,7 @@ export const commandBlackhole = (holdMs: number, leadMs = 600, waitMs = 1_500): 
   phases(leadMs, 300, async (ctx, v) => {
     let holding: boolean | undefined;
     if (v.owner) {
-      const holds = async () => Boolean(await ctx.admin.hExists(ctx.keys.hash, v.owner!));
+      const holds = () => holdsNow(ctx, v.owner!);
       const until = wall() + waitMs;
       while (wall() < until && await holds()) await sleep(2); // not in the middle of a hold
       holding = false;

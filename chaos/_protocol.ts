@@ -1,5 +1,6 @@
 // What the chaos workers and the checker share: the configuration a worker gets, the record of each critical
 // section it ran, and the scripts of the protected "resource" (a separate redis-server).
+import type { ResourceConfig, SaleOutcome, SinkId } from "./_resource.ts";
 
 /**
  * Every resource script reads the resource server's clock: `TIME` as microseconds, and the script's position in
@@ -60,6 +61,11 @@ export function resourceKeys(prefix: string) {
 export type WorkerFault =
   /** Print `PAUSEME` and sleep `sleepMs`; the parent SIGSTOPs the process meanwhile and SIGCONTs it later. */
   | { kind: "pause"; atMs: number; sleepMs: number }
+  /**
+   * Print `PARTITIONME` and sleep `sleepMs`; the parent cuts this worker's route to the lock server meanwhile (both
+   * connections, both ways, no RST) and heals it `Victim.stopMs` later. The resource servers stay reachable.
+   */
+  | { kind: "partition"; atMs: number; sleepMs: number }
   /** Block the event loop synchronously for `blockMs`. */
   | { kind: "block"; atMs: number; blockMs: number };
 
@@ -126,12 +132,22 @@ export interface WorkerConfig {
    * the lock server (as if granted) and runs unprotected, so the checker must report overlaps and lost updates.
    */
   noLock?: boolean;
+  /**
+   * The resource scenarios (chaos/_resource.ts): inside each section, after the counter write, also sell one item
+   * through the fence helpers (or plain writes, with `check: false`) to the Redis or PostgreSQL resource.
+   */
+  resource?: ResourceConfig;
+  /**
+   * More acquire options for every acquire of this worker (JSON: plain values only), spread over the ones above,
+   * e.g. an option a scenario is about.
+   */
+  acquireOptions?: Record<string, unknown>;
 }
 
 /** What the worker observed in a section where it applied a fault to itself. */
 export interface FaultRecord {
-  kind: "pause" | "block";
-  /** How long the sleep (pause) or block actually took, ms. */
+  kind: "pause" | "block" | "partition";
+  /** How long the sleep (pause, partition) or block actually took, ms. */
   tookMs: number;
   /** lease.signal.aborted read first thing after the pause/block. */
   abortedAtResume: boolean;
@@ -198,6 +214,10 @@ export interface Section {
   /** Error class that ended the section early. */
   err?: string;
   fault?: FaultRecord;
+  /** The resource scenarios: the outcome of the section's sale at each sink (chaos/_resource.ts)… */
+  sales?: Partial<Record<SinkId, SaleOutcome>>;
+  /** …or the class of the error it threw. */
+  saleErrs?: Partial<Record<SinkId, string>>;
 }
 
 /**

@@ -23,9 +23,11 @@ import {
   type WorkerResult,
 } from "./_protocol.ts";
 import { type FaultProxy, startProxy } from "./_proxy.ts";
+import { analyzeResource, readResource, type ResourceSpec, setupResource, sinksOf } from "./_resource.ts";
 import { type ChaosRedis, type Client, startChaosRedis } from "./_servers.ts";
 import { startTopology, type Topology, type TopologySpec } from "./_topology.ts";
 import { createClient } from "redis";
+import { hasPostgres, type PostgresServer, startPostgres } from "../tests/_servers/postgres.ts";
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(root, "chaos", "worker.ts");
@@ -73,7 +75,10 @@ export interface Victim {
   /** Index into `workers`. */
   worker: number;
   fault: WorkerFault;
-  /** For a "pause" fault: how long the parent keeps the process SIGSTOPped. */
+  /**
+   * For a "pause" fault: how long the parent keeps the process SIGSTOPped; for a "partition" fault: how long it
+   * keeps the worker's route to the lock server cut.
+   */
   stopMs?: number;
 }
 
@@ -132,6 +137,14 @@ export interface ScenarioSpec {
    * granted again, which fencing must reject.
    */
   longHolder?: { worker: number; csSleepMs: number };
+  /**
+   * The resource scenarios (chaos/_resource.ts): every section also sells one item at a Redis resource (on the
+   * resource server) or a PostgreSQL one (a throwaway server started for the run), through the fence helpers or,
+   * with `check: false`, plain writes; the resource's own log decides how many stale writes it accepted.
+   */
+  resource?: ResourceSpec;
+  /** More acquire options for every worker (WorkerConfig.acquireOptions: plain JSON values). */
+  acquireOptions?: Record<string, unknown>;
 }
 
 export interface FaultEvent {
@@ -167,6 +180,7 @@ interface Child {
   result: Promise<WorkerResult | undefined>;
   stderr: () => string;
   onPause?: (seq: number) => void;
+  onPartition?: (seq: number) => void;
 }
 
 function startWorker(runtime: Runtime, cfg: WorkerConfig): Child {
@@ -187,6 +201,7 @@ function startWorker(runtime: Runtime, cfg: WorkerConfig): Child {
       child.clientId = clientId ?? "";
       onReady(Number(pid));
     } else if (line.startsWith("PAUSEME ")) child.onPause?.(Number(line.slice(8)));
+    else if (line.startsWith("PARTITIONME ")) child.onPartition?.(Number(line.slice(12)));
     else if (line.startsWith("RESULT ")) {
       try {
         onResult(JSON.parse(line.slice(7)) as WorkerResult);
@@ -226,6 +241,11 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
   const pids: number[] = [];
   const proxies: FaultProxy[] = [];
   let resource: ChaosRedis | undefined;
+  let pgServer: PostgresServer | undefined;
+  if (!canRun(spec)) throw new Error(`${spec.name}: ${PG_MISSING}`);
+  // A PostgreSQL resource starts while the redis-servers do (stopped in `finally` whatever happens meanwhile).
+  const pgStarting = spec.resource?.targets.includes("pg") ? startPostgres({ label: "chaos-pg" }) : undefined;
+  pgStarting?.catch(() => {}); // (its error is thrown where it is awaited)
   try {
     if (spec.topology) {
       topo = await startTopology(spec.topology);
@@ -236,6 +256,12 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
     const res = await resourceServer.client();
     const name = `chaos-${spec.name}-${process.pid}-${++runs}`;
     const resPrefix = `res:${name}`;
+    // The sales' resources: a stock on the resource server, and/or a throwaway PostgreSQL server with its schema.
+    if (spec.resource?.targets.includes("pg")) {
+      pgServer = await pgStarting!;
+      log(`  [${spec.name}] resource: PostgreSQL ${pgServer.version} on port ${pgServer.port}`);
+    }
+    for (const target of spec.resource?.targets ?? []) await setupResource(target, res, resPrefix, pgServer?.url);
     const counts: Partial<Record<Runtime, number>> = {};
     // One route (proxy) per worker, in front of the lock server's port (which a restart keeps).
     if (lock) { for (const _ of spec.workers) proxies.push(await startProxy({ port: lock.port })); }
@@ -262,6 +288,8 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
         owner: spec.fixedOwners?.includes(i) ? fixedOwner(id) : undefined,
         kind: spec.kind,
         permits: spec.permits,
+        resource: spec.resource && { ...spec.resource, prefix: resPrefix, pgUrl: pgServer?.url },
+        acquireOptions: spec.acquireOptions,
       };
       children.push(startWorker(rt, cfg));
     });
@@ -298,6 +326,28 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
                 c.proc.kill("SIGCONT");
                 note("SIGCONT", { worker: c.id, seq });
               }
+              r();
+            }, v.stopMs ?? 1_000)
+          ),
+        );
+      };
+    }
+
+    // Partition victims, driven by their PARTITIONME line: their route to the lock server cut both ways (commands
+    // and subscriber, no RST) for stopMs, then healed. The resource servers are reached directly: not cut.
+    for (const v of spec.victims ?? []) {
+      if (v.fault.kind !== "partition") continue;
+      if (!lock) throw new Error(`${spec.name}: a partition fault needs the proxied lock server`);
+      const c = children[v.worker];
+      const route = proxies[v.worker];
+      c.onPartition = (seq) => {
+        route.blackhole({ kind: "all", direction: "both" });
+        note("partitioned from the lock server", { worker: c.id, seq, stopMs: v.stopMs });
+        stops.push(
+          new Promise<void>((r) =>
+            setTimeout(() => {
+              route.heal();
+              note("healed", { worker: c.id, seq });
               r();
             }, v.stopMs ?? 1_000)
           ),
@@ -373,6 +423,20 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
       warnings,
       leaks,
     });
+    if (spec.resource) {
+      // What each resource itself recorded: the sale log (redis) or the orders table (pg), in its own order.
+      const faultedIds = [...(spec.faulted ?? []), ...(spec.victims ?? []).map((v) => v.worker)].map((i) =>
+        children[i].id
+      );
+      analysis.resource = [];
+      for (const sink of sinksOf(spec.resource)) {
+        const { log: logged, stock } = await readResource(sink, res, resPrefix, pgServer?.url);
+        const r = analyzeResource(sink, logged, stock, workers, faultedIds);
+        analysis.resource.push(r);
+        for (const p of r.problems) analysis.problems.push(`resource ${sink.id}: ${p}`);
+        analysis.ok &&= r.ok;
+      }
+    }
     const lockStats: Record<string, number> = {};
     try {
       // (A topology's stats are spread over its nodes: not collected.)
@@ -387,8 +451,16 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
     await lock?.stop();
     await topo?.stop();
     await resource?.stop();
+    await pgStarting?.then((pg) => pg.stop(), () => {});
   }
 }
+
+/** What a pg scenario says where PostgreSQL is not installed (it is then reported as not run). */
+export const PG_MISSING = "PostgreSQL is not installed: not run (Debian/Ubuntu: apt-get install postgresql; " +
+  "tests/_servers/postgres.ts starts a throwaway server from its binaries)";
+
+/** Whether a spec can run here (a pg resource needs PostgreSQL's binaries). */
+export const canRun = (spec: ScenarioSpec) => !spec.resource?.targets.includes("pg") || hasPostgres();
 
 /**
  * `leftovers` on every master of a topology (live cluster masters, or the current Sentinel primary), merged: each

@@ -108,7 +108,82 @@ export function scenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
     ...networkScenarios(workers),
     ...kindScenarios(workers),
     ...topologyScenarios(workers),
+    ...resourceScenarios(workers),
   ];
+}
+
+/**
+ * The resource scenarios (issue 28, chaos/_resource.ts): every section also sells one item through the fence
+ * helpers, at a Redis resource (`fencedEval` on the resource redis-server, not the lock server) or a PostgreSQL one
+ * (`fencedSqlTransaction` through `pg`, on a throwaway server), while a holder is paused past its lease and then
+ * makes its write with its old fence:
+ *
+ * - resource-<target>-sigstop: the victim (the first worker of each runtime, in turn) SIGSTOPped 1.2 s inside a
+ *   section, 300 ms watchdog lease, then SIGCONT;
+ * - resource-<target>-blocked-loop: the victim blocks its own event loop 1.5 s inside a section (fixed 300 ms
+ *   lease; the worker applies it at the time the runner gave it);
+ * - resource-<target>-partition: the victim's route to the lock server (its proxy) cut both ways, commands and
+ *   subscriber, for 2 s from inside a section (watchdog lease 300 ms, claim window 300 ms); it writes 1.5 s in,
+ *   still cut off from the lock server: the resource is reached directly, so its late write gets there.
+ *
+ * With the check on the resource's log must show 0 stale writes accepted and the workers > 0 refused; each has an
+ * `-unchecked` twin (plain EVAL / plain BEGIN … COMMIT) that must show stale writes accepted > 0, so the count is
+ * shown able to see them. `extra` is spread over every spec (e.g. `acquireOptions` for a scenario about an acquire
+ * option, named by the caller).
+ */
+export function resourceScenarios(
+  workers: Runtime[] = ALL_RUNTIMES,
+  extra: Partial<ScenarioSpec> = {},
+): ScenarioSpec[] {
+  const victimIdx = (["node", "bun", "deno"] as Runtime[]).map((rt) => workers.indexOf(rt)).filter((i) => i >= 0);
+  const faults: Array<Omit<ScenarioSpec, "name" | "workers">> = [
+    {
+      fault: "holder SIGSTOPped 1.2 s inside its section (300 ms watchdog lease), then SIGCONT; then its write",
+      watchdogMs: 300,
+      durationMs: 1_000 + victimIdx.length * 1_700,
+      victims: victimIdx.map((worker, k) => ({
+        worker,
+        fault: { kind: "pause" as const, atMs: 700 + k * 1_700, sleepMs: 150 },
+        stopMs: 1_200,
+      })),
+    },
+    {
+      fault: "holder blocks its event loop 1.5 s inside its section (fixed 300 ms lease); then its write",
+      leaseMs: 300,
+      durationMs: 1_000 + victimIdx.length * 2_000,
+      victims: victimIdx.map((worker, k) => ({
+        worker,
+        fault: { kind: "block" as const, atMs: 700 + k * 2_000, blockMs: 1_500 },
+      })),
+    },
+    {
+      fault: "holder partitioned from the lock server 2 s (both connections, both ways, through its proxy) inside " +
+        "its section (300 ms watchdog lease, 300 ms claim window); its write 1.5 s in, the resource reachable",
+      watchdogMs: 300,
+      claimMs: NET_CLAIM_MS,
+      durationMs: 1_000 + victimIdx.length * 2_500,
+      victims: victimIdx.map((worker, k) => ({
+        worker,
+        fault: { kind: "partition" as const, atMs: 700 + k * 2_500, sleepMs: 1_500 },
+        stopMs: 2_000,
+      })),
+    },
+  ];
+  const names = ["sigstop", "blocked-loop", "partition"];
+  return (["redis", "pg"] as const).flatMap((target) =>
+    faults.flatMap((f, i) =>
+      [true, false].map((check): ScenarioSpec => ({
+        ...f,
+        workers,
+        name: `resource-${target}-${names[i]}${check ? "" : "-unchecked"}`,
+        fault: `${target === "redis" ? "Redis (fencedEval)" : "PostgreSQL (fencedSqlTransaction)"}${
+          check ? "" : ", check OFF (plain writes)"
+        }: ${f.fault}`,
+        resource: { targets: [target], check },
+        ...extra,
+      }))
+    )
+  );
 }
 
 /**

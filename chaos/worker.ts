@@ -10,11 +10,16 @@
  *                          client (its waiters' queue entries start with `<id>|`, their channel ends with `:w:<id>`)
  *   ← `GO <endWall>`       loop until this wall time (performance.timeOrigin + performance.now(), ms)
  *   → `PAUSEME <seq>`      a "pause" fault: inside section <seq>, now sleeping; the parent SIGSTOPs us
+ *   → `PARTITIONME <seq>`  a "partition" fault: inside section <seq>, now sleeping; the parent cuts our route to the
+ *                          lock server (the resource servers stay reachable)
  *   → `RESULT <json>`      the WorkerResult, then the process exits
  *
  * The worker is deliberately naive: it does not check `lease.signal` before writing, so that a holder whose
  * lease was lost (SIGSTOP, a blocked event loop, a key removed under it) performs its late writes and the
  * checker can see the fenced register reject them. It records what the signal said instead.
+ *
+ * With `resource` (the resource scenarios, chaos/_resource.ts) each section also sells one item at a Redis and/or
+ * PostgreSQL resource through the fence helpers (or plain writes), after the counter write, with its fence.
  *
  * With `noLock` (the checker's self-test) it does not acquire at all: every section takes a fresh fence from an
  * INCR on the lock server and runs unprotected, so real overlaps and lost updates happen and must be reported.
@@ -37,6 +42,7 @@ import {
   type WorkerFault,
   type WorkerResult,
 } from "./_protocol.ts";
+import { connectWriters } from "./_resource.ts";
 
 const cfg = JSON.parse(process.argv[2] ?? "null") as WorkerConfig | null;
 if (!cfg || !(cfg.lockUrl || cfg.lock) || !cfg.resUrl || !cfg.name) {
@@ -131,7 +137,10 @@ const options: AcquireOptions = {
   ...(cfg.claimMs !== undefined ? { claimMs: cfg.claimMs } : {}),
   ...(cfg.owner !== undefined ? { owner: cfg.owner } : {}),
   ...(cfg.replicas !== undefined ? { replicas: cfg.replicas } : {}),
+  ...(cfg.acquireOptions as Partial<AcquireOptions> | undefined),
 };
+// The resource scenarios: the sale each section makes through the fence helpers (chaos/_resource.ts).
+const writers = cfg.resource ? await connectWriters(cfg.resource, res) : [];
 
 // Warm-up: loads the library's scripts, so the timed phase sees only steady-state traffic.
 await release(await acquire(lock, `${cfg.name}:warm:${cfg.id}`, { waitMs: 0 }));
@@ -179,7 +188,7 @@ async function watched(p: Promise<Lease>, acqStart: number): Promise<Lease | und
   return await Promise.race([settled, end]).finally(() => clearTimeout(endTimer));
 }
 
-/** What the lease's signal says right after a pause or block, then after one turn of the event loop. */
+/** What the lease's signal says right after a pause, block or partition, then after one turn of the event loop. */
 async function observe(kind: FaultRecord["kind"], lease: Lease, t0: number): Promise<FaultRecord> {
   const tookMs = performance.now() - t0;
   const abortedAtResume = lease.signal.aborted;
@@ -266,6 +275,11 @@ while (wall() < endWall) {
       console.log(`PAUSEME ${s.seq}`);
       await sleep(fault.sleepMs); // one timer: the parent stops the process while it is pending
       s.fault = await observe("pause", lease!, t0);
+    } else if (fault?.kind === "partition") {
+      const t0 = performance.now();
+      console.log(`PARTITIONME ${s.seq}`);
+      await sleep(fault.sleepMs); // the parent cuts our route to the lock server meanwhile; the process runs on
+      s.fault = await observe("partition", lease!, t0);
     } else if (fault?.kind === "block") {
       const t0 = performance.now();
       while (performance.now() - t0 < fault.blockMs) { /* a synchronous event-loop block */ }
@@ -287,6 +301,17 @@ while (wall() < endWall) {
     s.old = old;
     s.writeIdx = idx;
     s.abortedAtWrite = signal.aborted;
+    // The resource scenarios: the fence as a number, not the lease, so that the resource decides (a lease whose
+    // signal aborted would be refused by the helper before any command). An error is recorded, and the section
+    // goes on (to the next resource, then the register).
+    for (const [sink, writer] of writers) {
+      try {
+        (s.sales ??= {})[sink] = await writer.sell(fence, `${cfg.id}:${s.seq}`);
+      } catch (e) {
+        const err = (s.saleErrs ??= {})[sink] = errorClass(e);
+        bump(`sale-${sink}:${err}`);
+      }
+    }
     const [ok, op2, us2] = await res.eval(RESOURCE.fenced, {
       keys: resKeys(keys.register, keys.accepted),
       arguments: [String(fence), `${cfg.id}:${s.seq}`],
@@ -316,5 +341,5 @@ const result: WorkerResult = { id: cfg.id, runtime, pid: process.pid, sections, 
 // Written with a callback: a line of some hundred KB to a pipe is not all out when write() returns, and exit() would
 // cut it (runs with thousands of sections, as shared leases and permits give, lost their RESULT's tail).
 await new Promise((resolve) => process.stdout.write(`RESULT ${JSON.stringify(result)}\n`, resolve));
-await Promise.race([Promise.allSettled([closeLock(), res.quit()]), sleep(2_000)]);
+await Promise.race([Promise.allSettled([closeLock(), res.quit(), ...writers.map(([, w]) => w.close())]), sleep(2_000)]);
 process.exit(0);
