@@ -2,7 +2,8 @@
 // resource, the benchmarks and the demo), as tests/_servers/redis.ts does redis-servers.
 //
 // A server is Debian's `postgresql` package (its binaries in /usr/lib/postgresql/<version>/bin; `.ci/run` installs
-// it when missing), in a temp dir of its own (initdb'd once per process into a template, then copied), on a free
+// it when missing), in a temp dir of its own (a copy of a template data dir that initdb made once per machine and
+// PostgreSQL version, kept in $TMPDIR for every later process), on a free
 // loopback port (tests/_servers/cleanup.ts hands the ports out; the machine's own 5432 is never touched), with trust
 // authentication and durability off (fsync, synchronous_commit, full_page_writes: a test database needs no crash
 // safety). PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user (setpriv, which execs,
@@ -17,7 +18,8 @@
 //     await pg.stop();                      // SIGQUIT, SIGKILL, temp dir removed
 //   }
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { cpSync, existsSync, readdirSync, readFileSync } from "node:fs";
+import { cpSync, existsSync, readdirSync, readFileSync, renameSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { releasePort, removeDir, reservePort, tempDir, track, tryKill, untrack } from "./cleanup.ts";
@@ -97,26 +99,38 @@ function chownTree(path: string): void {
 
 let template: string | undefined;
 
-/** A data directory initdb'd once per process, copied for each server (initdb takes a second or two). */
+/**
+ * A data directory initdb'd once per machine and PostgreSQL binaries (`$TMPDIR/redlease-pg-template-<hash>`), copied
+ * for each server: initdb takes a second or two, a copy a tenth of that. Made in a temp dir and renamed into place,
+ * so that processes starting together never see half of one (the loser of the race removes its own).
+ */
 function templateDir(bin: string): string {
   if (template && existsSync(join(template, "PG_VERSION"))) return template;
-  const dir = tempDir("pg-template");
-  chownTree(dir);
-  const [cmd, args] = asPostgres([
-    join(bin, "initdb"),
-    "-D",
-    join(dir, "data"),
-    "-U",
-    "postgres",
-    "-A",
-    "trust",
-    "-E",
-    "UTF8",
-    "--locale=C",
-    "--no-sync",
-  ]);
-  execFileSync(cmd, args, { stdio: "pipe", cwd: dir });
-  return template = join(dir, "data");
+  const key = bin.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "");
+  const shared = join(tmpdir(), `redlease-pg-template-${key}`);
+  if (!existsSync(join(shared, "data", "PG_VERSION"))) {
+    const dir = tempDir("pg-initdb");
+    chownTree(dir);
+    const [cmd, args] = asPostgres([
+      join(bin, "initdb"),
+      "-D",
+      join(dir, "data"),
+      "-U",
+      "postgres",
+      "-A",
+      "trust",
+      "-E",
+      "UTF8",
+      "--locale=C",
+      "--no-sync",
+    ]);
+    execFileSync(cmd, args, { stdio: "pipe", cwd: dir });
+    try {
+      renameSync(dir, shared);
+    } catch { /* made by another process meanwhile: use that one */ }
+    removeDir(dir);
+  }
+  return template = join(shared, "data");
 }
 
 /** Start a throwaway PostgreSQL server on a free loopback port; throws if PostgreSQL is not installed. */
