@@ -178,6 +178,14 @@ export interface Analysis {
    */
   maxIdleWaitingMs: number | null;
   idleBoundMs: number;
+  /**
+   * With a lock delay (acquireOptions.lockDelayMs): over the holds that ended without a release (lost, release()
+   * false), the least time from the hold's end to the next grant to another worker, ms. The end is taken as the
+   * holder's local deadline, which is never later than the server's expiry of the hold (the deadline is counted from
+   * before the renewal was sent, less the drift allowance), so a delay kept makes this at least the delay (less the
+   * clock error) whatever the timing; a smaller one fails the run. null without a delay or with no such hold.
+   */
+  lockDelay: { delayMs: number; uncleanEnds: number; minGapMs: number | null } | null;
   /** Where the longest idle interval was. */
   idleWorst: string | null;
   /** The largest error of the wall → server clock mapping over the workers, ms. */
@@ -421,7 +429,10 @@ export function analyze(input: AnalyzeInput): Analysis {
       released: s.releaseErr ?? s.released,
       ok: false,
     };
-    r.ok = f.tookMs > leaseMs && f.abortedAfterYield && s.abortedAtWrite === true && s.fenced === 0 && isLost(s);
+    // (Under a lock delay that outlasts the fault nobody else was granted meanwhile, so the fenced register takes
+    // the late write: it is no longer stale. Otherwise a newer holder wrote first, and it must be rejected.)
+    const lateOk = spec.resource?.lockDelayCovers ? s.fenced === 1 : s.fenced === 0;
+    r.ok = f.tookMs > leaseMs && f.abortedAfterYield && s.abortedAtWrite === true && lateOk && isLost(s);
     if (!r.ok) problems.push(`victim not handled as expected: ${JSON.stringify(r)}`);
     return r;
   });
@@ -477,6 +488,9 @@ export function analyze(input: AnalyzeInput): Analysis {
   const tl = spec.kind === "shared" || spec.kind === "permits"
     ? timeline({ ...input, workers: [] }, [], []) // not measured (null)
     : timeline(input, sections, problems);
+  if (Number(spec.acquireOptions?.lockDelayMs ?? 0) > 0 && tl.lockDelay === null) {
+    problems.push("lock delay set, but the grant times could not be measured: the delay was not checked");
+  }
   const leaks = input.leaks ?? null;
   const leaked = leaks ? leaks.holds.length + leaks.queues.length + leaks.channels.length : null;
   if (leaks && leaked! > 0) {
@@ -677,6 +691,7 @@ type Timeline = Pick<
   | "minLostRegrantMarginMs"
   | "maxIdleWaitingMs"
   | "idleBoundMs"
+  | "lockDelay"
   | "idleWorst"
   | "clockErrMs"
 >;
@@ -718,6 +733,7 @@ function timeline(input: AnalyzeInput, sections: Section[], problems: string[]):
     minLostRegrantMarginMs: null,
     maxIdleWaitingMs: null,
     idleBoundMs: idleBound(spec),
+    lockDelay: null,
     idleWorst: null,
     clockErrMs: null,
   };
@@ -791,6 +807,33 @@ function timeline(input: AnalyzeInput, sections: Section[], problems: string[]):
   }
   if (live > 0) problems.push(`${live} holders unaware at re-grant: ${details.join("; ")}`);
 
+  // --- lock delay: no grant to another worker within the delay after a hold that ended without a release
+  const delayMs = Number(spec.acquireOptions?.lockDelayMs ?? 0);
+  let lockDelay: Timeline["lockDelay"] = null;
+  if (delayMs > 0) {
+    let unclean = 0;
+    let minGap: number | null = null;
+    for (let i = 0; i < byFence.length; i++) {
+      const s = byFence[i];
+      if (!isLost(s) || s.released === true) continue;
+      unclean++;
+      let j = i + 1;
+      while (j < byFence.length && (byFence[j].w === s.w || byFence[j].fence <= s.fence)) j++;
+      if (j === byFence.length) continue;
+      const next = byFence[j];
+      const gap = next.fence / 1000 - srv(s.w, s.deadlineAt!);
+      if (minGap === null || gap < minGap) minGap = gap;
+      if (gap < delayMs - err(s.w) - 1) {
+        problems.push(
+          `${tag(next)} was granted ${r1(gap)} ms after ${tag(s)}'s hold ended without a release ` +
+            `(lock delay ${delayMs} ms)`,
+        );
+      }
+    }
+    if (unclean === 0) problems.push("lock delay: no hold ended without a release, so the delay was not tested");
+    lockDelay = { delayMs, uncleanEnds: unclean, minGapMs: minGap === null ? null : r1(minGap) };
+  }
+
   // --- idle with live waiters
   const leaseMs = spec.leaseMs ?? spec.watchdogMs ?? 300;
   const faulted = new Set([...(spec.faulted ?? []), ...(spec.victims ?? []).map((v) => v.worker)]);
@@ -812,8 +855,13 @@ function timeline(input: AnalyzeInput, sections: Section[], problems: string[]):
     if (last && a <= last[1]) last[1] = Math.max(last[1], b);
     else union.push([a, b]);
   }
+  // (With a lock delay, a hold whose release() said false was not freed by it: free once the delay after it ends.)
   const freeAt = (s: Section) =>
-    s.released === true ? srv(s.w, s.end) : Math.min(srv(s.w, s.end), srv(s.w, s.deadlineAt!) + drift(leaseMs));
+    s.released === true
+      ? srv(s.w, s.end)
+      : delayMs > 0 && s.released === false
+      ? srv(s.w, s.deadlineAt!) + drift(leaseMs) + delayMs
+      : Math.min(srv(s.w, s.end), srv(s.w, s.deadlineAt!) + drift(leaseMs));
   let maxIdle = 0;
   let idleWorst: string | null = null;
   let busy = -Infinity;
@@ -851,6 +899,7 @@ function timeline(input: AnalyzeInput, sections: Section[], problems: string[]):
     minLostRegrantMarginMs: minLostMargin === null ? null : r1(minLostMargin),
     maxIdleWaitingMs: Math.round(maxIdle),
     idleBoundMs: bound,
+    lockDelay,
     idleWorst,
     clockErrMs: r1(clockErrMs),
   };

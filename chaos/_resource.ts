@@ -36,6 +36,12 @@ export interface ResourceSpec {
    * both, each on its own keys / tables ("both": the checked write first).
    */
   check: boolean | "both";
+  /**
+   * The scenario's lock delay (acquireOptions.lockDelayMs) outlasts each fault: nobody is granted the lease before
+   * the paused holder's late write, so even unchecked writes must show 0 stale accepted, and the late writes must
+   * have been made (accepted) after their lease ended.
+   */
+  lockDelayCovers?: boolean;
 }
 
 /** One place a section writes: a target, checked or not. Its id keys Section.sales: "redis", "pg-unchecked", … */
@@ -268,7 +274,10 @@ export interface ResourceReport {
    */
   lateWrites: string[];
   problems: string[];
-  /** Check on: stale accepted 0 and refused > 0; check off: stale accepted > 0 (the count can see them). */
+  /**
+   * Check on: stale accepted 0 and refused > 0; check off: stale accepted > 0 (the count can see them), or, with a
+   * lock delay that covers the fault, 0 and a late write made after its lease ended.
+   */
   ok: boolean;
 }
 
@@ -282,6 +291,7 @@ export function analyzeResource(
   stockFinal: number,
   workers: WorkerResult[],
   faultedWorkers: string[],
+  lockDelayCovers = false,
 ): ResourceReport {
   const problems: string[] = [];
   let max = -Infinity;
@@ -329,6 +339,13 @@ export function analyzeResource(
     if (staleAccepted > 0) problems.push(`${staleAccepted} stale writes accepted: ${staleDetails.join("; ")}`);
     if (refused.length === 0) problems.push("no write was refused: the faults produced no stale attempt");
     if (refusedLive > 0) problems.push(`${refusedLive} writes of live holders refused`);
+  } else if (lockDelayCovers) {
+    // The lock delay kept the lease from everyone until the paused holder had written: its late write is not stale.
+    if (staleAccepted > 0) {
+      problems.push(`${staleAccepted} stale writes accepted within the lock delay: ${staleDetails.join("; ")}`);
+    }
+    const late = sections.filter((s) => s.fault && isLost(s) && sale(s) === "accepted").length;
+    if (late === 0) problems.push("no paused holder wrote after losing its lease: the delay was not put to the test");
   } else if (staleAccepted === 0) {
     problems.push("check off, yet no stale write accepted: the checker did not see the stale writes");
   }

@@ -431,7 +431,7 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
       analysis.resource = [];
       for (const sink of sinksOf(spec.resource)) {
         const { log: logged, stock } = await readResource(sink, res, resPrefix, pgServer?.url);
-        const r = analyzeResource(sink, logged, stock, workers, faultedIds);
+        const r = analyzeResource(sink, logged, stock, workers, faultedIds, spec.resource.lockDelayCovers);
         analysis.resource.push(r);
         for (const p of r.problems) analysis.problems.push(`resource ${sink.id}: ${p}`);
         analysis.ok &&= r.ok;

@@ -109,6 +109,7 @@ export function scenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
     ...kindScenarios(workers),
     ...topologyScenarios(workers),
     ...resourceScenarios(workers),
+    ...lockDelayScenarios(workers),
   ];
 }
 
@@ -184,6 +185,26 @@ export function resourceScenarios(
       }))
     )
   );
+}
+
+/**
+ * The lock-delay scenario (issue 28): a resource that cannot check a fence (plain writes, check off), and leases
+ * taken with `lockDelayMs: 1500`. The victim is SIGSTOPped 1.2 s inside its section (300 ms watchdog lease), so its
+ * lease expires without a release; the delay keeps it from everyone until 1.8 s, so the victim's late write (made
+ * on waking, its lease lost) comes before any other grant. Checked: no grant to another worker within the delay
+ * after a hold that ended without a release (the servers' clock, lockDelay in the analysis), 0 stale writes
+ * accepted at the resource although nothing checks a fence there, and at least one late write made and accepted.
+ * Its twin without the delay is resource-<target>-sigstop-unchecked, which must count stale writes accepted.
+ */
+export function lockDelayScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
+  const sigstop = resourceScenarios(workers).filter((s) => s.name.endsWith("-sigstop-unchecked"));
+  return sigstop.map((s) => ({
+    ...s,
+    name: s.name.replace("-sigstop-unchecked", "-sigstop-lockdelay"),
+    fault: `${s.fault}; leases with lockDelayMs 1500 (the delay outlasts the pause)`,
+    acquireOptions: { ...s.acquireOptions, lockDelayMs: 1_500 },
+    resource: { ...s.resource!, lockDelayCovers: true },
+  }));
 }
 
 /**
