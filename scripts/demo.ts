@@ -651,7 +651,7 @@ async function main(): Promise<number> {
     if (pgSale) {
       const p = o.pgSale;
       out += `\n## The paused app server, with stock and orders in PostgreSQL: ${p.buyers} app servers, ` +
-        `${p.users} users × 2 requests for ${p.items} items, one app server stopped for ${p.pauseMs} ms ` +
+        `${p.users} users × 2 requests for ${p.items} items, one app server stopped for ${p.pauseMs} ms or more ` +
         `(lease TTL ${p.ttlMs} ms)\n\n`;
       out += markdown(
         ["mode", "requests", "sold / stock", "stock left", "oversold", "duplicate orders", "stale writes refused"],
@@ -670,7 +670,8 @@ async function main(): Promise<number> {
         `request reads the stock and the user's orders, "authorises payment" (${p.payMs} ms), then writes ` +
         `UPDATE stock SET qty = qty - 1 and INSERT INTO orders in one transaction. The app server that makes the ` +
         `run's first decision to sell stops itself (SIGSTOP) right after it, before the write, and the demo resumes it (SIGCONT) ` +
-        `${p.pauseMs} ms later: its lock expired meanwhile (the naive lock's PX ${p.ttlMs}; redlease's watchdog, ` +
+        `${p.pauseMs} ms later, or once the others have sold the rest of the stock if that takes longer: its ` +
+        `lock expired meanwhile (the naive lock's PX ${p.ttlMs}; redlease's watchdog, ` +
         `stopped with the process, did not renew its ${p.ttlMs} ms lease), the other app servers sold on, and ` +
         `its write came after theirs.\n` +
         `- naive SET NX lock and redlease without a fence check: the late write is plain SQL and lands: one sale ` +

@@ -96,8 +96,12 @@ function checkPgSale(out: Output): void {
     );
     assert.ok(r.sold >= items, `${r.mode}: the stock sold out: ${JSON.stringify(r)}`);
   }
-  const noCheck = by.get("lease-no-check")!;
-  assert.ok(noCheck.oversold + noCheck.duplicateOrders > 0, `no anomaly without the fence: ${JSON.stringify(noCheck)}`);
+  // Both unchecked modes: the paused request's late write lands (the issue: "naive lock and lease-without-fence-check
+  // oversell or duplicate").
+  for (const mode of ["naive", "lease-no-check"]) {
+    const r = by.get(mode)!;
+    assert.ok(r.oversold + r.duplicateOrders > 0, `${mode}: no anomaly without the fence: ${JSON.stringify(r)}`);
+  }
   const fenced = by.get("fenced")!;
   assert.equal(fenced.sold, items, JSON.stringify(fenced));
   assert.equal(fenced.stockLeft, 0, JSON.stringify(fenced));

@@ -135,12 +135,22 @@ export async function runPgSale(
       const all = new Promise<void>((r) => (done = r));
       onLine = (i, line) => {
         if (line === "PAUSE") {
-          // The app server stopped itself mid-section: keep it stopped past its lease, then let it go on.
+          // The app server stopped itself mid-section: keep it stopped past its lease, and until the others have
+          // sold the rest of the stock (on a loaded machine that may take longer than pauseMs: resumed earlier,
+          // its late write could come before any newer holder's, and show nothing), then let it go on.
           const t0 = performance.now();
-          setTimeout(() => {
+          const resume = () => {
             procs[i].kill("SIGCONT");
             pausedMs = performance.now() - t0;
-          }, c.pauseMs);
+          };
+          const soldOut = async (): Promise<void> => {
+            for (;;) {
+              const { rows: [{ qty }] } = await admin.query(`SELECT qty FROM ${schema}.stock WHERE sku = 'tee'`);
+              if (Number(qty) <= 0 || performance.now() - t0 > c.waitMs) return;
+              await new Promise((r) => setTimeout(r, 20));
+            }
+          };
+          setTimeout(() => void soldOut().then(resume, resume), c.pauseMs);
         } else if (line.startsWith("RESULT ")) {
           results[i] = JSON.parse(line.slice(7));
           if (results.filter(Boolean).length === c.buyers) done();

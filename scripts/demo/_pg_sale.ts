@@ -11,7 +11,7 @@
 //
 // The app server that makes the run's first decision to sell stops (SIGSTOP) right after it, between the reads and the
 // write, as a GC pause, a frozen VM or a stalled disk would stop it; the demo resumes it (SIGCONT) after several lease
-// TTLs. (Which one is first is settled by a SET NX in Redis, so that the pause comes while stock is left.) Its
+// TTLs, and not before the others have sold the rest of the stock. (Which one is first is settled by a SET NX in Redis, so that the pause comes while stock is left.) Its
 // lock expires meanwhile, the others sell the rest of the stock (the user of the paused request among them, through
 // the twin request), and then the paused one writes what it decided before the pause. Three modes:
 //
