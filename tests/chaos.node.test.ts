@@ -283,19 +283,19 @@ describe("stale writes at the resource (chaos/_resource.ts; Redis and PostgreSQL
 }, () => {
   // Every section sells one item at four sinks: Redis through fencedEval (the resource redis-server) and PostgreSQL
   // through fencedSqlTransaction (a throwaway server), and the same two as plain writes, on their own keys and
-  // tables: the check-off self-check, in the same run to keep this short. Worker 0 of 2 is SIGSTOPped 800 ms
-  // (300 ms watchdog lease; 300 ms claim window, so the other worker takes over well within it) inside a section,
-  // then makes its four writes with its old fence.
+  // tables: the check-off self-check, in the same run to keep this short. Worker 0 of 2 is SIGSTOPped 1.5 s
+  // (300 ms watchdog lease; 300 ms claim window: the other worker takes over and writes ~350 ms in, leaving over
+  // 1 s of margin on a loaded machine) inside a section, then makes its four writes with its old fence.
   let run: Promise<ScenarioRun>;
   before(() => {
     run = runScenario({
       name: "resource-both-sigstop",
-      fault: "SIGSTOP 800 ms, then the late writes",
+      fault: "SIGSTOP 1500 ms, then the late writes",
       workers: ["node", "node"],
-      durationMs: 1_500,
+      durationMs: 2_000,
       watchdogMs: 300,
       claimMs: 300,
-      victims: [{ worker: 0, fault: { kind: "pause", atMs: 300, sleepMs: 100 }, stopMs: 800 }],
+      victims: [{ worker: 0, fault: { kind: "pause", atMs: 300, sleepMs: 100 }, stopMs: 1_500 }],
       resource: { targets: ["redis", "pg"], check: "both" },
     });
     run.catch(() => {}); // (reported by the tests that await it)
