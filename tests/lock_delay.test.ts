@@ -6,6 +6,7 @@ import { after, before, describe, test } from "node:test";
 import {
   acquire,
   campaign,
+  extend,
   forceUnlock,
   inspect,
   type Lease,
@@ -287,6 +288,23 @@ describe("lock delay with Redlock", () => {
     await expired(await acquire(group, name, { leaseMs: LEASE, lockDelayMs: DELAY }), clients[0]);
     await refused(acquire(group, name, { waitMs: 0 }));
     for (const c of clients) assert.equal((await inspect(c, name)).delayed.length, 1);
+    const next = await acquire(group, name, { waitMs: 5_000 });
+    assert.ok(performance.now() - t0 >= LEASE + DELAY - 20);
+    await release(next);
+  });
+
+  test("a hold re-established on masters that lost it keeps its delay: no majority of them grants it meanwhile", async () => {
+    const name = fresh();
+    const group = redlock(clients);
+    const t0 = performance.now();
+    const lease = await acquire(group, name, { leaseMs: LEASE, lockDelayMs: DELAY });
+    // Two masters restart empty, one after the other; the renewal (here extend()) re-establishes the hold on them.
+    await clients[1].sendCommand(["FLUSHALL"]);
+    await clients[2].sendCommand(["FLUSHALL"]);
+    assert.equal(await extend(lease, LEASE), true);
+    await expired(lease, clients[0]);
+    for (const c of clients) assert.equal((await inspect(c, name)).delayed.length, 1);
+    await refused(acquire(group, name, { waitMs: 0 }));
     const next = await acquire(group, name, { waitMs: 5_000 });
     assert.ok(performance.now() - t0 >= LEASE + DELAY - 20);
     await release(next);
