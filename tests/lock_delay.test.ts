@@ -90,6 +90,21 @@ describe("lock delay", () => {
     }
   });
 
+  test("off, admitting a set waiter reads no hold expiry for an owner without a hold (as before the option)", async () => {
+    const name = fresh();
+    const holder = await acquire(a, name, { leaseMs: 5_000 });
+    // A waiter's queue entry (a shared hold for owner "w"), its client listening on its channel.
+    const listener = await srv.client();
+    await listener.subscribe(`redlease:{${name}}:w:cid`, () => {});
+    await a.sendCommand(["ZADD", `redlease:{${name}}:q`, "1", "cid|att|5000|1000|s|w"]);
+    await a.sendCommand(["CONFIG", "RESETSTAT"]);
+    await release(holder);
+    const stats = await a.sendCommand(["INFO", "commandstats"]) as string;
+    assert.doesNotMatch(stats, /cmdstat_zscore:/, stats);
+    assert.deepEqual((await inspect(a, name)).owners.map((o) => o.owner), ["w"]);
+    await listener.unsubscribe();
+  });
+
   test("exclusive: a vanished holder's lease is granted to nobody until the delay has passed", async () => {
     const name = fresh();
     const t0 = performance.now();
