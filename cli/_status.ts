@@ -36,7 +36,9 @@ function ordinal(n: number): string {
 
 /** Who holds it, for the line: labels (or owner ids), the kind, and the time left. */
 export function holdersText(info: LeaseInfo): string {
-  if (!info.held) return "free (being handed over)";
+  // A hold in its lock delay (its holder vanished without a release) keeps its place from this run until it ends.
+  const delay = info.delayMs > 0 ? `in a lock delay for ${formatMs(info.delayMs)} more` : undefined;
+  if (!info.held) return delay ?? "free (being handed over)";
   const who = info.owners.map((o) => printable(o.label ?? ownerId(o.owner, o.label)));
   const shown = who.length > 2 ? `${who.slice(0, 2).join(", ")} and ${who.length - 2} more` : who.join(", ");
   const kind = info.kind === "permits"
@@ -44,7 +46,7 @@ export function holdersText(info: LeaseInfo): string {
     : info.kind === "shared"
     ? `shared by ${info.owners.length}`
     : "exclusive";
-  return `held by ${shown} (${kind}, ${formatMs(info.remainingMs)} left)`;
+  return `held by ${shown} (${kind}, ${formatMs(info.remainingMs)} left)${delay ? `, ${delay}` : ""}`;
 }
 
 /** One status line. */

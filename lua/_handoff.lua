@@ -52,8 +52,9 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
     local mf, ma, mc, mu, mk, md, ok = nil, nil, nil, nil, nil, nil, nil
     if kind == 's' or cap then
       mf, ma, mc, mu, mk, md = hold_of(d, owner)
-      -- (A hold in its lock delay is not its owner's any more, and keeps its place: this waiter waits.)
-      local exp = tonumber(redis.call('ZSCORE', s, owner)) or 0
+      -- (A hold in its lock delay is not its owner's any more, and keeps its place: this waiter waits. The expiry
+      -- is read only for an owner with a hold, as before the delay.)
+      local exp = mf and tonumber(redis.call('ZSCORE', s, owner)) or 0
       if mf and exp - md * 1000 <= now then
         mf = nil
         if exp > now then ok = false end

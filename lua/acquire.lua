@@ -109,8 +109,10 @@ if gowner == owner and gid == aid then
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return fence
 end
-if by and dly and now <= by + dly * 1000 then
-  -- Handed over but never claimed, with a lock delay: its waiter may have used it until its claim window ended.
+if by and dly and now > by and now <= by + dly * 1000 then
+  -- Handed over but never claimed within its claim window, with a lock delay: its waiter may have used it until
+  -- that window ended. (Within the window only its owner gets here, whose re-entry below claims it, as without a
+  -- delay.)
   return busy(math.floor((by + dly * 1000 - now) / 1000) + 1)
 end
 if by and now > by then

@@ -8,9 +8,12 @@
 -- ARGV[4]  "1" to re-establish a lease that is free here (Redlock), else ""
 -- ARGV[5]  "GT" to only lengthen the TTL (renewals and claims: a reentrant hold may have asked for longer),
 --          "" to set it (extend())
+-- ARGV[6]  the hold's lock delay ms (> 0), or omitted for none: a hold re-established here keeps it (else that
+--          master would grant the lease to another right after the hold expired, and with another such master make
+--          a majority within the delay)
 -- Returns  1 when extended, 0 when the owner no longer holds the lease (expired, released or force-unlocked,
 --          or in its lock delay: see _record.lua), or the new fence (> 1) when re-established. A hold with a lock
---          delay keeps its key the delay longer than the TTL asked. A hold re-established has no lock delay.
+--          delay keeps its key the delay longer than the TTL asked, and so does one re-established.
 local h = KEYS[1]
 local v = redis.call('GET', h)
 local f, a, c, by, lag, o
@@ -29,7 +32,8 @@ end
 if ARGV[4] == '1' and not o and not (v and string.find(v, '/', 1, true)) then
 -- @include _record.lua
   local fence = next_fence(record(v), now_us())
-  redis.call('SET', h, held(fence, '', 1, nil, ARGV[1]), 'PX', ARGV[2])
+  local dly = tonumber(ARGV[6])
+  redis.call('SET', h, held(fence, '', 1, nil, ARGV[1], dly), 'PX', dly and tonumber(ARGV[2]) + dly or ARGV[2])
   return fence
 end
 return 0

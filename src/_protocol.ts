@@ -357,6 +357,8 @@ export interface ExtendArgs {
   readonly reestablish?: boolean;
   /** Set the TTL even if that shortens it (extend()); otherwise it only lengthens it (renewals, claims). */
   readonly exact?: boolean;
+  /** The hold's lock delay, ms (0 or omitted: none): a hold re-established keeps it. Sent only with `reestablish`. */
+  readonly lockDelayMs?: number;
 }
 
 /** Reset the TTL of a hold (and claim it if it was handed over): true, false when not held, or a new fence. */
@@ -373,6 +375,7 @@ export async function extendCall(
     a.reestablish ? "1" : "",
     a.exact ? "" : "GT",
   ];
+  if (a.reestablish && (a.lockDelayMs ?? 0) > 0) args.push(String(a.lockDelayMs));
   const r = a.kind === "x"
     ? Number(await st.run(EXTEND, [keys.hash], args, bound))
     : Number(await st.run(EXTEND_SET, [keys.hash, keys.holders, keys.holderRecords], args, bound));

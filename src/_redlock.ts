@@ -29,6 +29,9 @@ const groups = new WeakMap<ClientState, Map<string, RedlockGroup>>();
 /** Each master's own fence for a Redlock hold (undefined where that master did not grant it, or not yet). */
 const nodeFences = new WeakMap<Hold, Array<number | undefined>>();
 
+/** The lock delay each hold was granted with (a re-entry keeps it): a hold re-established on a node keeps it too. */
+const nodeDelays = new WeakMap<Hold, number>();
+
 function fenceOn(hold: Hold, node: number): number | undefined {
   return nodeFences.get(hold)?.[node];
 }
@@ -102,6 +105,7 @@ export class RedlockGroup implements Target {
         fence: fenceOn(hold, i),
         reestablish: true,
         exact,
+        lockDelayMs: nodeDelays.get(hold),
       }, bound).then(
         (r) => {
           if (typeof r === "boolean") return r ? 1 : 0;
@@ -241,6 +245,7 @@ async function acquireOn(
         const known = nodeFences.get(lease.hold);
         if (known) now.forEach((f, i) => (known[i] ??= f));
         else nodeFences.set(lease.hold, now);
+        if (!nodeDelays.has(lease.hold)) nodeDelays.set(lease.hold, o.lockDelayMs);
         o.signal?.removeEventListener("abort", giveUp); // a slow node may still grant it: part of this lease
         // ...until the hold ends: its release may overtake that node's call, which must not then be sent again.
         if (rs.some((r) => r instanceof NodeTimeout)) {

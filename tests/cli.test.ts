@@ -950,6 +950,32 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     assert.equal(displayWidth("ab東京🚀é"), 2 + 4 + 2 + 1);
   });
 
+  test("the status line says when the lease is in a lock delay, not free", () => {
+    const gone = {
+      owner: "abc",
+      label: undefined,
+      holds: 1,
+      kind: "exclusive",
+      remainingMs: 3_000,
+      lockDelayMs: 5_000,
+    };
+    const info = {
+      name: "ftp",
+      held: false,
+      kind: "exclusive",
+      permits: undefined,
+      owners: [],
+      remainingMs: 0,
+      fence: 1,
+      waiters: 1,
+      delayed: [gone],
+      delayMs: 3_000,
+    } as unknown as Parameters<typeof statusText>[2];
+    const line = statusText("ftp", 1_500, info, 1);
+    assert.doesNotMatch(line, /free/, line);
+    assert.match(line, /lock delay for 3(\.0)?s more/, line);
+  });
+
   test("the status line is cut to the terminal's width in columns (CJK and emoji take two)", () => {
     const wide = "夜間レポートを生成する東京ホスト🚀🚀🚀".repeat(4);
     const info = {
