@@ -133,8 +133,13 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     const name = fresh();
     const holder = await acquire(a, name);
     const waiting = acquire(b, name, { waitMs: 10_000 });
-    await sleep(100);
-    assert.equal((await inspect(a, name)).waiters, 1);
+    // Queued once its first call has run (a cluster client's first script call on a loaded machine: 100 ms was not
+    // always enough on Deno).
+    const t1 = performance.now();
+    while ((await inspect(a, name)).waiters !== 1) {
+      assert.ok(performance.now() - t1 < 5_000, "the waiter was not queued within 5 s");
+      await sleep(20);
+    }
     const t0 = performance.now();
     await release(holder);
     const next = await waiting;
