@@ -27,11 +27,10 @@
  * own tables only, in a schema `redlease_demo_<run id>`, dropped afterwards); otherwise a throwaway PostgreSQL
  * server (tests/_servers/postgres.ts), or, where PostgreSQL is not installed, says how to install it and skips it.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import process from "node:process";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { createClient } from "redis";
 import {
@@ -48,6 +47,7 @@ import { type MarketConfig, type MarketResult, runMarket, VARIANTS } from "./dem
 import { runScheduler, type SchedulerConfig, type SchedulerResult, WORK_MS } from "./demo/_scheduler.ts";
 import { runUpstream, UPSTREAM_VARIANTS, type UpstreamConfig, type UpstreamResult } from "./demo/_upstream.ts";
 import { int, markdown, ms, Progress } from "./demo/_report.ts";
+import { AppServers } from "./demo/_app_servers.ts";
 import { DemoError, type DemoRedis, demoRedis } from "./demo/_server.ts";
 import { type DemoPostgres, demoPostgres, PG_INSTALL_HINT, type PgSaleResult, runPgSale } from "./demo/_pg_demo.ts";
 import { PG_LABEL, PG_MODES, type PgSaleConfig } from "./demo/_pg_sale.ts";
@@ -209,14 +209,6 @@ function parseOptions(argv: string[]): Options | undefined {
   };
 }
 
-/** The command line that runs a TypeScript file on the runtime running this script. */
-function runtimeArgs(file: string): [string, string[]] {
-  const g = globalThis as { Deno?: { execPath(): string }; Bun?: unknown };
-  if (g.Deno) return [g.Deno.execPath(), ["run", "-A", file]];
-  if (g.Bun) return [process.execPath, [file]];
-  return [process.execPath, ["--import", "tsx", file]];
-}
-
 export interface SaleResult {
   readonly mode: Mode;
   readonly requests: number;
@@ -249,82 +241,25 @@ const LABEL: Record<Mode, string> = {
   redlease: "redlease",
 };
 
-/** The app-server processes of the flash sale: started once, then told to run each mode together. */
-class AppServers {
-  readonly #procs: ChildProcess[] = [];
-  readonly #ready: Promise<void>[] = [];
-  readonly #exited: Promise<void>[] = [];
-  #onLine: (i: number, line: string) => void = () => {};
-
-  constructor(url: string, ns: string, readonly c: SaleConfig, kids: Set<ChildProcess>) {
-    const [cmd, pre] = runtimeArgs(BUYER);
-    for (let i = 0; i < c.buyers; i++) {
-      const p = spawn(cmd, [...pre, url, ns, String(i), JSON.stringify(c)], { stdio: ["pipe", "pipe", "pipe"] });
-      kids.add(p);
-      this.#procs.push(p);
-      let stderr = "";
-      p.stderr!.on("data", (d) => (stderr += d));
-      let ready!: () => void;
-      this.#ready.push(new Promise<void>((r) => (ready = r)));
-      createInterface({ input: p.stdout! }).on("line", (line) => (line === "READY" ? ready() : this.#onLine(i, line)));
-      this.#exited.push(
-        new Promise<void>((resolve, reject) => {
-          p.on("error", reject);
-          p.on("exit", (code) => {
-            kids.delete(p);
-            if (code === 0) resolve();
-            else {
-              // The worker reports its failure as one `app server N: …` line.
-              const lines = stderr.trim().split("\n");
-              const last = lines.filter((l) => l.startsWith("app server")).pop();
-              reject(new DemoError(last ?? `app server ${i} exited with code ${code}: ${lines[0]}`));
-            }
-          });
-        }),
-      );
-    }
-  }
-
-  /** Resolves when every app server is connected; rejects if one dies first. */
-  ready(): Promise<unknown> {
-    return Promise.race([Promise.all(this.#ready), Promise.all(this.#exited)]);
-  }
-
-  /** Run `mode` on every app server at once; resolves with their counts and the wall time. */
-  async run(mode: Mode, progress: (handled: number) => void): Promise<[WorkerCounts[], number]> {
-    const handled = new Array<number>(this.c.buyers).fill(0);
-    const results: WorkerCounts[] = [];
-    let done!: () => void;
-    const all = new Promise<void>((r) => (done = r));
-    this.#onLine = (i, line) => {
-      if (line.startsWith("PROGRESS ")) handled[i] = Number(line.slice(9));
-      else if (line.startsWith("RESULT ")) {
-        results[i] = JSON.parse(line.slice(7));
-        handled[i] = results[i].handled;
-        if (results.filter(Boolean).length === this.c.buyers) done();
-      } else return;
-      progress(handled.reduce((a, b) => a + b, 0));
-    };
-    const t0 = performance.now();
-    for (const p of this.#procs) p.stdin!.write(`RUN ${mode}\n`);
-    // A crash mid-run rejects through #exited instead of leaving us waiting.
-    await Promise.race([all, Promise.all(this.#exited)]);
-    return [results, (performance.now() - t0) / 1_000];
-  }
-
-  async close(): Promise<void> {
-    for (const p of this.#procs) p.stdin!.end("EXIT\n");
-    await Promise.all(this.#exited);
-  }
-}
-
 /** One flash-sale mode: reset the stock, run it on every app server, and read the outcome from Redis. */
-async function runSale(servers: AppServers, admin: Client, ns: string, mode: Mode, c: SaleConfig): Promise<SaleResult> {
+async function runSale(
+  servers: AppServers<WorkerCounts>,
+  admin: Client,
+  ns: string,
+  mode: Mode,
+  c: SaleConfig,
+): Promise<SaleResult> {
   const k = saleKeys(ns, mode);
   await admin.del([k.stock, k.orders, k.byUser, k.fence]);
   await admin.set(k.stock, String(c.items));
   const progress = new Progress(`flash sale: ${LABEL[mode]}`, c.requests, "requests");
-  const [results, seconds] = await servers.run(mode, (n) => progress.update(n));
+  const handled = new Array<number>(c.buyers).fill(0);
+  const [results, seconds] = await servers.run(mode, (i, line, result) => {
+    if (result) handled[i] = result.handled;
+    else if (line.startsWith("PROGRESS ")) handled[i] = Number(line.slice(9));
+    else return;
+    progress.update(handled.reduce((a, b) => a + b, 0));
+  });
 
   const total = emptyCounts();
   for (const r of results) {
@@ -514,7 +449,13 @@ async function main(): Promise<number> {
     let scheduler: SchedulerResult | undefined;
     if (o.runSale) {
       process.stderr.write(`  starting ${o.sale.buyers} app servers\n`);
-      const servers = new AppServers(redis.url, ns, o.sale, kids);
+      const url = redis.url;
+      const servers = new AppServers<WorkerCounts>(
+        BUYER,
+        (i) => [url, ns, String(i), JSON.stringify(o.sale)],
+        o.sale.buyers,
+        kids,
+      );
       await servers.ready();
       for (const mode of o.modes) sale.push(await runSale(servers, admin, ns, mode, o.sale));
       await servers.close();

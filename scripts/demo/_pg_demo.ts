@@ -1,13 +1,13 @@
 // The demo's side of the PostgreSQL flash sale (scripts/demo/_pg_sale.ts): its database, its app-server processes
 // (scripts/demo/pg_buyer.ts), one run per mode with one app server paused, and the outcome read from the tables.
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { dirname, join } from "node:path";
 import process from "node:process";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { hasPostgres, startPostgres } from "../../tests/_servers/postgres.ts";
 import { emptyPgCounts, type PgCounts, type PgMode, type PgSaleConfig, pgSchemaSql } from "./_pg_sale.ts";
+import { AppServers } from "./_app_servers.ts";
 import { DemoError } from "./_server.ts";
 
 const BUYER = join(dirname(fileURLToPath(import.meta.url)), "pg_buyer.ts");
@@ -65,14 +65,6 @@ export interface PgSaleResult {
   readonly seconds: number;
 }
 
-/** The command line that runs a TypeScript file on the runtime running this script. */
-function runtimeArgs(file: string): [string, string[]] {
-  const g = globalThis as { Deno?: { execPath(): string }; Bun?: unknown };
-  if (g.Deno) return [g.Deno.execPath(), ["run", "-A", file]];
-  if (g.Bun) return [process.execPath, [file]];
-  return [process.execPath, ["--import", "tsx", file]];
-}
-
 /**
  * Run the PostgreSQL flash sale in each of `modes`: its tables in a schema of their own (dropped afterwards), its
  * app servers started once for every mode.
@@ -89,39 +81,16 @@ export async function runPgSale(
   const schema = `redlease_demo_${ns.split(":").pop()!.replace(/[^a-z0-9]/g, "")}`;
   const admin = new pg.Client({ connectionString: dbUrl });
   await admin.connect();
-  const procs: ChildProcess[] = [];
+  let servers: AppServers<PgCounts> | undefined;
   try {
     await admin.query(pgSchemaSql(schema).join(";\n"));
-    const [cmd, pre] = runtimeArgs(BUYER);
-    const ready: Promise<void>[] = [];
-    const exited: Promise<void>[] = [];
-    let onLine: (i: number, line: string) => void = () => {};
-    for (let i = 0; i < c.buyers; i++) {
-      const p = spawn(cmd, [...pre, redisUrl, dbUrl, schema, ns, String(i), JSON.stringify(c)], {
-        stdio: ["pipe", "pipe", "pipe"],
-      });
-      kids.add(p);
-      procs.push(p);
-      let stderr = "";
-      p.stderr!.on("data", (d) => (stderr += d));
-      let r!: () => void;
-      ready.push(new Promise<void>((resolve) => (r = resolve)));
-      createInterface({ input: p.stdout! }).on("line", (line) => (line === "READY" ? r() : onLine(i, line)));
-      exited.push(
-        new Promise<void>((resolve, reject) => {
-          p.on("error", reject);
-          p.on("exit", (code) => {
-            kids.delete(p);
-            if (code === 0) resolve();
-            else {
-              const last = stderr.trim().split("\n").filter((l) => l.startsWith("app server")).pop();
-              reject(new DemoError(last ?? `app server ${i} exited with code ${code}: ${stderr.trim()}`));
-            }
-          });
-        }),
-      );
-    }
-    await Promise.race([Promise.all(ready), Promise.all(exited)]);
+    servers = new AppServers<PgCounts>(
+      BUYER,
+      (i) => [redisUrl, dbUrl, schema, ns, String(i), JSON.stringify(c)],
+      c.buyers,
+      kids,
+    );
+    await servers.ready();
 
     const out: PgSaleResult[] = [];
     for (const mode of modes) {
@@ -129,37 +98,26 @@ export async function runPgSale(
         `TRUNCATE ${schema}.orders, ${schema}.redlease_fences; DELETE FROM ${schema}.stock; ` +
           `INSERT INTO ${schema}.stock VALUES ('tee', ${c.items})`,
       );
-      const results: PgCounts[] = [];
       let pausedMs = 0;
-      let done!: () => void;
-      const all = new Promise<void>((r) => (done = r));
-      onLine = (i, line) => {
-        if (line === "PAUSE") {
-          // The app server stopped itself mid-section: keep it stopped past its lease, and until the others have
-          // sold the rest of the stock (on a loaded machine that may take longer than pauseMs: resumed earlier,
-          // its late write could come before any newer holder's, and show nothing), then let it go on.
-          const t0 = performance.now();
-          const resume = () => {
-            procs[i].kill("SIGCONT");
-            pausedMs = performance.now() - t0;
-          };
-          const soldOut = async (): Promise<void> => {
-            for (;;) {
-              const { rows: [{ qty }] } = await admin.query(`SELECT qty FROM ${schema}.stock WHERE sku = 'tee'`);
-              if (Number(qty) <= 0 || performance.now() - t0 > c.waitMs) return;
-              await new Promise((r) => setTimeout(r, 20));
-            }
-          };
-          setTimeout(() => void soldOut().then(resume, resume), c.pauseMs);
-        } else if (line.startsWith("RESULT ")) {
-          results[i] = JSON.parse(line.slice(7));
-          if (results.filter(Boolean).length === c.buyers) done();
-        }
-      };
-      const t0 = performance.now();
-      for (const p of procs) p.stdin!.write(`RUN ${mode}\n`);
-      await Promise.race([all, Promise.all(exited)]);
-      const seconds = (performance.now() - t0) / 1_000;
+      const [results, seconds] = await servers.run(mode, (i, line) => {
+        if (line !== "PAUSE") return;
+        // The app server stopped itself mid-section: keep it stopped past its lease, and until the others have
+        // sold the rest of the stock (on a loaded machine that may take longer than pauseMs: resumed earlier,
+        // its late write could come before any newer holder's, and show nothing), then let it go on.
+        const t0 = performance.now();
+        const resume = () => {
+          servers!.kill(i, "SIGCONT");
+          pausedMs = performance.now() - t0;
+        };
+        const soldOut = async (): Promise<void> => {
+          for (;;) {
+            const { rows: [{ qty }] } = await admin.query(`SELECT qty FROM ${schema}.stock WHERE sku = 'tee'`);
+            if (Number(qty) <= 0 || performance.now() - t0 > c.waitMs) return;
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        };
+        setTimeout(() => void soldOut().then(resume, resume), c.pauseMs);
+      });
       const total = emptyPgCounts();
       for (const r of results) for (const k of Object.keys(total) as (keyof PgCounts)[]) total[k] += r[k];
       const { rows: [{ sold }] } = await admin.query(`SELECT count(*)::int AS sold FROM ${schema}.orders`);
@@ -187,11 +145,10 @@ export async function runPgSale(
       );
       out.push(r);
     }
-    for (const p of procs) p.stdin!.end("EXIT\n");
-    await Promise.all(exited);
+    await servers.close();
     return out;
   } finally {
-    for (const p of procs) if (p.exitCode === null) p.kill("SIGKILL");
+    servers?.killAll();
     await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
     await admin.end().catch(() => {});
   }
