@@ -32,8 +32,12 @@ import {
 import { nap, unrefTimeout } from "./_timers.ts";
 import { checkNames, fail, resolveAcquire, type Resolved } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
+
 import { LeaseKindError, LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
+
+/** How long a waiter queued again unheard waits for a late grant message before it subscribes again, ms. */
+const RELISTEN_AFTER_MS = 50;
 
 /** The owner string of a Lease handle from this library. */
 export function ownerOf(lease: Lease): string | undefined {
@@ -463,7 +467,8 @@ async function waitAsAttempt(a: Attempt, retryMs: number): Promise<Waited | unde
       }
       a.late = undefined; // held by someone: that is why, if the wait runs out
       // Queued again: its entry was dropped, maybe as dead (its client's subscription is gone): subscribe again.
-      if (waiter.queued(r, t0)) st.relisten(a.keys);
+      // (Decided a moment later: the grant message of the dropped entry may still be unread; see droppedUnheard.)
+      if (waiter.queued(r, t0)) unrefTimeout(() => waiter.droppedUnheard && st.relisten(a.keys), RELISTEN_AFTER_MS);
       if (waiter.version === version && waiter.state === "unverified") waiter.state = "queued"; // taken back
       retryMs = r.retryMs;
       const left = a.deadline - performance.now();

@@ -27,6 +27,8 @@ export class Waiter {
   #seen = 0;
   /** Whether a grant message came since this waiter was last queued. */
   #heard = false;
+  /** When the entry that `queued` last found dropped unheard was queued (server µs), until its grant is heard. */
+  #dropped = NaN;
   /**
    * Server µs when queued → local send time of the call that queued it (a lower bound of that moment): the latest
    * in two fields (nearly every wait is queued once), earlier ones in a Map made when a second comes.
@@ -47,10 +49,20 @@ export class Waiter {
     if (r.fence !== undefined || !r.queuedNow || r.queuedAt === undefined) return false;
     const again = !Number.isNaN(this.#queuedAt), unheard = again && !this.#heard;
     if (again) (this.#earlier ??= new Map()).set(this.#queuedAt, this.#sent); // queued before
+    if (unheard) this.#dropped = this.#queuedAt;
     this.#queuedAt = r.queuedAt;
     this.#sent = t0;
     this.#heard = false;
     return unheard;
+  }
+
+  /**
+   * Whether the entry `queued` last found dropped unheard is still unheard: its grant message, sent on the subscriber
+   * connection before the reply that re-queued this waiter, may be read after that reply (a busy process reads one
+   * socket, then runs what it resolved, before the other), and then it was heard after all.
+   */
+  get droppedUnheard(): boolean {
+    return !Number.isNaN(this.#dropped);
   }
 
   #sentAt(queuedAt: number): number | undefined {
@@ -68,6 +80,7 @@ export class Waiter {
       this.recheckAt = this.now();
     } else {
       this.#heard = true;
+      if (m.queuedAt === this.#dropped) this.#dropped = NaN;
       if (m.fence <= this.#seen) return;
       this.#seen = m.fence;
       const sent = this.#sentAt(m.queuedAt);
