@@ -3,14 +3,14 @@
  *
  *   node --import tsx bench/_cold_http.ts <redis url> <redlease module url>
  *
- * Starts the test HTTP bridge (tests/_http_bridge.ts: the Upstash REST protocol in front of the redis-server) before
+ * Starts the test HTTP bridge (harness/http_bridge.ts: the Upstash REST protocol in front of the redis-server) before
  * timing, then times importing the library and its HTTP adapter, the first acquire (the first lease) through a new
  * `upstash()` driver, and the first release; counts the requests (every command is one request) and their commands,
  * a round trip being requests sent before any reply came back. Prints one line `@@ <json>`, shaped as _cold.ts's.
  */
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { startHttpBridge } from "../tests/_http_bridge.ts";
+import { startHttpBridge } from "../harness/http_bridge.ts";
 import type { WireCounts } from "./_wire.ts";
 
 const [url, redleaseUrl] = process.argv.slice(2);

@@ -552,7 +552,7 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
         `package would ship); "redlease (tsx)" imports mod.ts through tsx. Round trips counted at the client socket ` +
         `(TCP connect not included in round trips; the client's own handshake, node-redis's CLIENT SETINFO, is), in ` +
         `brackets those of the first acquire alone. "redlease HTTP (tsx)": mod.ts and the HTTP adapter through tsx, ` +
-        `a new \`upstash()\` driver through tests/_http_bridge.ts (started before timing; no client to import or ` +
+        `a new \`upstash()\` driver through harness/http_bridge.ts (started before timing; no client to import or ` +
         `connect); its round trips are HTTP requests, one command each. Size: esbuild bundle, minified, ESM, client external, gzip -9 ` +
         `(node:zlib).`,
     );

@@ -1,5 +1,5 @@
 // Statistics and INFO parsing shared by the benchmark (percentiles and commandstats handling adapted from
-// scripts/measure.ts).
+// bench/measure.ts).
 
 /** Nearest-rank percentile of an ascending array. */
 export function pct(sorted: ArrayLike<number>, p: number): number {

@@ -36,8 +36,8 @@ import { createClient } from "redis";
 import { bundleRedlease } from "./_bundle.ts";
 import { median, parseCommandStats, parseCpuMicros, pct, r2, sortedF64 } from "./_stats.ts";
 import { readWire, resetWire, startWire, stopWire } from "./_wire.ts";
-import { startRedis } from "../tests/_servers/redis.ts";
-import { hasPostgres, startPostgres } from "../tests/_servers/postgres.ts";
+import { startRedis } from "../harness/redis.ts";
+import { hasPostgres, startPostgres } from "../harness/postgres.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const argv = process.argv.slice(2);

@@ -7,7 +7,7 @@
  */
 import { createClient } from "redis";
 import { acquire, release } from "../mod.ts";
-import { startRedis } from "../tests/_servers/redis.ts";
+import { startRedis } from "../harness/redis.ts";
 
 const W = Number(process.argv[2] ?? 8), N = Number(process.argv[3] ?? 4), K = Number(process.argv[4] ?? 3000);
 const kind = process.argv[5] ?? "permits";

@@ -39,7 +39,7 @@ import {
 } from "./_libs.ts";
 import { killAllChildren, runOnce, Worker } from "./_proc.ts";
 import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./_report.ts";
-import { type RedisServer as Server, sleep, startRedis } from "../tests/_servers/redis.ts";
+import { type RedisServer as Server, sleep, startRedis } from "../harness/redis.ts";
 import { bundleRedlease } from "./_bundle.ts";
 import { clockSkewMs, parseCommandStats, parseCpuMicros, pct, perOp, r2, r3, sortedF64 } from "./_stats.ts";
 
@@ -415,7 +415,7 @@ async function cold(
   http = false,
 ) {
   await admin.sendCommand(["SCRIPT", "FLUSH"]); // first use must load its scripts, as in a fresh deployment
-  const r = http // a fresh upstash() driver through tests/_http_bridge.ts: round trips are requests
+  const r = http // a fresh upstash() driver through harness/http_bridge.ts: round trips are requests
     ? await runOnce(COLD_HTTP, [server.url, moduleUrl], `cold ${which}`, root, 60_000)
     : await runOnce(COLD, [lib, server.url, String(server.port), moduleUrl], `cold ${which}`, root, 60_000);
   // deno-lint-ignore no-explicit-any

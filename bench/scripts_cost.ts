@@ -20,7 +20,7 @@ import { loadavg } from "node:os";
 import { createClient } from "redis";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { FAIR_HANDOFF, FAIR_QUEUE, FENCED_ACQUIRE, FENCED_RELEASE } from "./_libs.ts";
-import { startRedis } from "../tests/_servers/redis.ts";
+import { startRedis } from "../harness/redis.ts";
 import { median, parseCommandStats, parseCpuMicros, r2 } from "./_stats.ts";
 
 const N = Number(process.argv[2] ?? 20_000);

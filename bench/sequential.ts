@@ -23,7 +23,7 @@ import { createClient } from "redis";
 import { type Adapter, type LibId, load, type Loaded } from "./_libs.ts";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { median } from "./_stats.ts";
-import { startRedis } from "../tests/_servers/redis.ts";
+import { startRedis } from "../harness/redis.ts";
 
 const ids = (process.argv[2] ?? "redlease,wire,fenced,raw").split(",");
 const CYCLES = Number(process.argv[3] ?? 4_000), REPS = Number(process.argv[4] ?? 7);

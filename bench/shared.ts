@@ -12,7 +12,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createClient } from "redis";
 import { acquire, release } from "../mod.ts";
-import { type Client as NodeRedisClient, sleep, startRedis } from "../tests/_servers/redis.ts";
+import { type Client as NodeRedisClient, sleep, startRedis } from "../harness/redis.ts";
 import { pct, r3, sortedF64 } from "./_stats.ts";
 
 const args = process.argv.slice(2);

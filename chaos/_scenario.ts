@@ -24,10 +24,10 @@ import {
 } from "./_protocol.ts";
 import { type FaultProxy, startProxy } from "./_proxy.ts";
 import { analyzeResource, readResource, type ResourceSpec, setupResource, sinksOf } from "./_resource.ts";
-import { type ChaosRedis, type Client, startChaosRedis } from "./_servers.ts";
+import { type ChaosRedis, type Client, startChaosRedis } from "./_redis.ts";
 import { startTopology, type Topology, type TopologySpec } from "./_topology.ts";
 import { createClient } from "redis";
-import { hasPostgres, type PostgresServer, startPostgres } from "../tests/_servers/postgres.ts";
+import { hasPostgres, type PostgresServer, startPostgres } from "../harness/postgres.ts";
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(root, "chaos", "worker.ts");
@@ -457,7 +457,7 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
 
 /** What a pg scenario says where PostgreSQL is not installed (it is then reported as not run). */
 export const PG_MISSING = "PostgreSQL is not installed: not run (Debian/Ubuntu: apt-get install postgresql; " +
-  "tests/_servers/postgres.ts starts a throwaway server from its binaries)";
+  "harness/postgres.ts starts a throwaway server from its binaries)";
 
 /** Whether a spec can run here (a pg resource needs PostgreSQL's binaries). */
 export const canRun = (spec: ScenarioSpec) => !spec.resource?.targets.includes("pg") || hasPostgres();

@@ -1,6 +1,6 @@
 // The lock side of the topology scenarios (`topo-*` in chaos/scenarios.ts): instead of one plain lock
 // redis-server behind per-worker fault proxies, a Redis Cluster or a Sentinel group from the test harness
-// (tests/_servers/cluster.ts, sentinel.ts), which the workers reach with the driver's own cluster or sentinel client
+// (harness/cluster.ts, sentinel.ts), which the workers reach with the driver's own cluster or sentinel client
 // (chaos/worker.ts, WorkerConfig.lock), directly: the fault is the topology change itself (a slot migrated live, a
 // master or primary SIGKILLed and its replica promoted). The resource server stays a separate plain redis-server.
 //
@@ -9,10 +9,10 @@
 // fault event with `change: true` and `srvMs`, the servers' clock (TIME of a node of the topology, on this host's
 // clock like every server's) right after the change took effect; the checker measures from it the first grant
 // after the change (chaos/_analyze.ts, TopologyReport).
-import { type ClusterStartOptions, startCluster, type StartedCluster } from "../tests/_servers/cluster.ts";
-import type { RedisServer } from "../tests/_servers/redis.ts";
-import { command, parseInfo, type Reply } from "../tests/_servers/resp.ts";
-import { type SentinelStartOptions, type StartedSentinel, startSentinel } from "../tests/_servers/sentinel.ts";
+import { type ClusterStartOptions, startCluster, type StartedCluster } from "../harness/cluster.ts";
+import type { RedisServer } from "../harness/redis.ts";
+import { command, parseInfo, type Reply } from "../harness/resp.ts";
+import { type SentinelStartOptions, type StartedSentinel, startSentinel } from "../harness/sentinel.ts";
 import { slotOf } from "../src/adapters/_slot.ts";
 import { type LockTarget, wall } from "./_protocol.ts";
 
@@ -39,7 +39,7 @@ interface Common {
 export type TopologySpec =
   | Common & {
     kind: "cluster";
-    /** Cluster layout (tests/_servers/cluster.ts). */
+    /** Cluster layout (harness/cluster.ts). */
     cluster: ClusterStartOptions;
     /** The workers' cluster client: node-redis v4 (`redis`) or v5 (`redis5`). */
     driver: "redis4" | "redis5";
@@ -47,7 +47,7 @@ export type TopologySpec =
   }
   | Common & {
     kind: "sentinel";
-    /** Sentinel group layout (tests/_servers/sentinel.ts). */
+    /** Sentinel group layout (harness/sentinel.ts). */
     sentinel: SentinelStartOptions;
     /** The workers' sentinel client: node-redis v5's createSentinel, or ioredis in sentinel mode (default redis5). */
     driver?: "redis5" | "ioredis";
@@ -176,7 +176,7 @@ export function killSlotMaster(
     const victim = c.ownerOf(slotOf(ctx.hash));
     const replica = c.nodes.find((n) => n.alive && n.role === "replica" && n.masterId === victim.id);
     if (!replica) throw new Error(`master ${victim.port} has no live replica`);
-    // The harness keeps the node's server handle on the node (tests/_servers/cluster.ts, CNode.proc).
+    // The harness keeps the node's server handle on the node (harness/cluster.ts, CNode.proc).
     const proc = (victim as unknown as { proc?: RedisServer }).proc;
     if (!proc?.restart) throw new Error("the cluster harness no longer exposes the node's server (CNode.proc)");
     await c.kill(victim.port);

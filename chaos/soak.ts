@@ -19,7 +19,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { acquire, inspect, LockTimeoutError, release, withLock } from "../mod.ts";
 import { root } from "./_scenario.ts";
-import { type Client, startChaosRedis } from "./_servers.ts";
+import { type Client, startChaosRedis } from "./_redis.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string, dflt: number) => {

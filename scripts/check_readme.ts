@@ -50,7 +50,8 @@ import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
-import { type Ran, runProcess, startRedis } from "../tests/_redis.ts";
+import { type Ran, runProcess } from "../harness/process.ts";
+import { startRedis } from "../harness/redis.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);

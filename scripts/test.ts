@@ -79,7 +79,7 @@ const only = onlyArg > 0 ? process.argv[onlyArg + 1].split(",") : Object.keys(ru
 const checks: Array<[string, string, string[]]> = [
   ["lua module fresh", process.execPath, ["--import", "tsx", "scripts/gen_lua.ts", "--check"]],
   ["type-check (core, web-only libs)", bin("tsc"), ["-p", "tsconfig.json"]],
-  ["type-check (tests, scripts)", bin("tsc"), ["-p", "tsconfig.test.json"]],
+  ["type-check (tests, harness, scripts, examples)", bin("tsc"), ["-p", "tsconfig.test.json"]],
   // Every ts/js block of README.md type-checked against the source entry points, the ones marked `<!-- run -->`
   // run against a throwaway redis-server and required to exit by themselves.
   ["README code blocks", process.execPath, ["--import", "tsx", "scripts/check_readme.ts"]],

@@ -32,7 +32,7 @@ type IORedisCluster = InstanceType<typeof IORedisClusterClient>;
 import { bunRedis, type BunRedisClient } from "../src/adapters/bun.ts";
 import { upstash } from "../src/adapters/http.ts";
 import { type Client, holdsOf, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
-import { startHttpBridge } from "./_http_bridge.ts";
+import { startHttpBridge } from "../harness/http_bridge.ts";
 
 export type Runtime = "node" | "bun" | "deno";
 
@@ -635,7 +635,7 @@ export function contract(ad: AdapterCase): void {
  */
 export function ioredisTopologies(): void {
   describe("contract: ioredis Cluster and Sentinel", () => {
-    let topo: typeof import("./_topology.ts");
+    let topo: typeof import("../harness/topology.ts");
     let cluster: Awaited<ReturnType<typeof topo.startCluster>>;
     const clients: IORedisCluster[] = [];
     const newCluster = async (options: object): Promise<IORedisCluster> => {
@@ -651,7 +651,7 @@ export function ioredisTopologies(): void {
     const keyOf = (name: string) => keysOf("redlease", name).hash;
 
     before(async () => {
-      topo = await import("./_topology.ts");
+      topo = await import("../harness/topology.ts");
       cluster = await topo.startCluster({ masters: 3, replicasPerMaster: 1 });
     });
     after(async () => {

@@ -197,7 +197,7 @@ describe("adapters: onResubscribed", () => {
 if (runtimeName() === "node") {
   describe("adapters: onResubscribed on an ioredis Cluster", () => {
     test("ioredis Cluster with sharded pub/sub: the hook fires once the shard subscribers are back", async () => {
-      const topo = await import("./_topology.ts");
+      const topo = await import("../harness/topology.ts");
       const cluster = await topo.startCluster({ masters: 3, replicasPerMaster: 0 });
       const seeds = cluster.masters().map((m) => ({ host: "127.0.0.1", port: m.port }));
       const c = new IORedisCluster(seeds, { shardedSubscribers: true });

@@ -19,7 +19,7 @@ import {
   type ScenarioRun,
   scriptFlush,
 } from "../chaos/_scenario.ts";
-import { hasPostgres } from "./_servers/postgres.ts";
+import { hasPostgres } from "../harness/postgres.ts";
 import { kindScenarios, networkScenarios, selfTestScenario, topologyScenarios } from "../chaos/scenarios.ts";
 import { migrateSlot } from "../chaos/_topology.ts";
 

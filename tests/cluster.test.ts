@@ -12,7 +12,7 @@ import {
   proclaim,
   release,
 } from "../mod.ts";
-import { type ClusterClient, sleep, startCluster, type StartedCluster } from "./_topology.ts";
+import { type ClusterClient, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
 import { holdsOf } from "./_redis.ts";
 
 let n = 0;

@@ -13,7 +13,7 @@ import { createCluster as createCluster5 } from "redis5";
 import { acquire, inspect, type Lease, type RedisLike, release } from "../mod.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
 import { keysOf } from "../src/_protocol.ts";
-import { sleep, startCluster, type StartedCluster } from "./_topology.ts";
+import { sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
 
 interface Made {
   client: RedisLike;

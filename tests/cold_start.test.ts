@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, type Driver, extend, inspect, release } from "../mod.ts";
 import { upstash } from "../src/adapters/http.ts";
-import { type HttpBridge, startHttpBridge } from "./_http_bridge.ts";
+import { type HttpBridge, startHttpBridge } from "../harness/http_bridge.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;

@@ -1,4 +1,4 @@
-// `npm run demo` (scripts/demo.ts) in its quick mode: the unsafe modes show their anomalies, redlease none.
+// `npm run demo` (examples/demo/main.ts) in its quick mode: the unsafe modes show their anomalies, redlease none.
 // Node only: the demo starts several app-server processes and a market of ten connections.
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -8,8 +8,8 @@ import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { type Client, type RedisServer, runProcess, startRedis } from "./_redis.ts";
-import type { Contention } from "../scripts/demo/_flash_sale.ts";
-import { hasPostgres, type PostgresServer, startPostgres } from "./_servers/postgres.ts";
+import type { Contention } from "../examples/demo/_flash_sale.ts";
+import { hasPostgres, type PostgresServer, startPostgres } from "../harness/postgres.ts";
 import pg from "pg";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -111,7 +111,7 @@ function checkPgSale(out: Output): void {
 }
 
 function demo(args: string[], env: Record<string, string | undefined>) {
-  return runProcess(process.execPath, ["--import", "tsx", "scripts/demo.ts", ...args], {
+  return runProcess(process.execPath, ["--import", "tsx", "examples/demo/main.ts", ...args], {
     cwd: root,
     env: { ...process.env, ...env },
     timeoutMs: 90_000,

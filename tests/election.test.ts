@@ -18,7 +18,7 @@ import { nodeRedisDriver } from "../src/_node_redis.ts";
 import { proclaim as PROCLAIM } from "../src/_scripts.ts";
 import type { Driver } from "../src/driver.ts";
 import { forceUnlock } from "../mod.ts";
-import { startHttpBridge } from "./_http_bridge.ts";
+import { startHttpBridge } from "../harness/http_bridge.ts";
 import { type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;

@@ -12,9 +12,9 @@ import { ioredis } from "../src/adapters/ioredis.ts";
 import { redlock } from "../src/redlock.ts";
 import { upstash } from "../src/adapters/http.ts";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
-import { startHttpBridge } from "./_http_bridge.ts";
+import { startHttpBridge } from "../harness/http_bridge.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
-import { startChaosRedis } from "../chaos/_servers.ts";
+import { startChaosRedis } from "../chaos/_redis.ts";
 import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let n = 0;

@@ -343,7 +343,7 @@ describe("fenced writes", () => {
 if (runtimeName() === "node") {
   describe("fenced writes on a Redis Cluster", () => {
     test("a hash-tagged resource and its mark share a slot: write, refuse, delete", async () => {
-      const { startCluster } = await import("./_topology.ts");
+      const { startCluster } = await import("../harness/topology.ts");
       const c = await startCluster({ masters: 3, replicasPerMaster: 0 });
       try {
         const client = await c.cluster();

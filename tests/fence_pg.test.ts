@@ -13,10 +13,10 @@ import postgres from "postgres";
 import { acquire, forceUnlock, isStaleFenceError, StaleFenceError, withLock } from "../mod.ts";
 import { FENCE_TABLE_SQL, fencedSqlTransaction, fencedSqlUpdate, type SqlQuery, type SqlRows } from "../src/fence.ts";
 import { type Client, type RedisServer, runtimeArgs, runtimeName, sleep, startRedis } from "./_redis.ts";
-import { tryKill } from "./_servers/cleanup.ts";
-import { hasPostgres, type PostgresServer, startPostgres } from "./_servers/postgres.ts";
-import { pause, resume } from "./_servers/redis.ts";
-import { pollFor, withTimeout } from "./_servers/wait.ts";
+import { tryKill } from "../harness/cleanup.ts";
+import { hasPostgres, type PostgresServer, startPostgres } from "../harness/postgres.ts";
+import { pause, resume } from "../harness/redis.ts";
+import { pollFor, withTimeout } from "../harness/wait.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");

@@ -7,9 +7,9 @@ import { acquire, type Driver, extend, inspect, type Lease, LockTimeoutError, re
 import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { redlock } from "../src/redlock.ts";
-import { type Masters, startMasters } from "./_servers/masters.ts";
+import { type Masters, startMasters } from "../harness/masters.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
-import { pollFor } from "./_servers/wait.ts";
+import { pollFor } from "../harness/wait.ts";
 
 let srv: RedisServer;
 let waiter: Client;

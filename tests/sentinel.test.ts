@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { acquire, inspect, LeaseLostError, release, ReplicationError } from "../mod.ts";
-import { pause, pollFor as until, resume, sleep, type StartedSentinel, startSentinel } from "./_topology.ts";
+import { pause, pollFor as until, resume, sleep, type StartedSentinel, startSentinel } from "../harness/topology.ts";
 import { holdsOf } from "./_redis.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
 

@@ -15,7 +15,7 @@ import {
   proclaim,
   release,
 } from "../mod.ts";
-import { parseInfo, pollFor as until, type StartedSentinel, startSentinel } from "./_topology.ts";
+import { parseInfo, pollFor as until, type StartedSentinel, startSentinel } from "../harness/topology.ts";
 
 describe("primary + 2 replicas + 3 sentinels: every kind of lease", () => {
   const setups: StartedSentinel[] = [];
@@ -88,7 +88,7 @@ describe("primary + 2 replicas + 3 sentinels: every kind of lease", () => {
       console.log(`failover: primary killed -> replica promoted in ${(performance.now() - killedAt).toFixed(0)} ms`);
       note(`failover to ${newPort}`);
       const promoted = await s.nodeClient(newPort);
-      // What follows reads the promoted replica. Should Sentinel fail over once more (see tests/_servers/sentinel.ts:
+      // What follows reads the promoted replica. Should Sentinel fail over once more (see harness/sentinel.ts:
       // its down-after only makes that unlikely), say so instead of timing out on a primary nobody uses any more.
       const sameFailover = async () => {
         const now = (await s.currentMaster()).port;

@@ -1,6 +1,6 @@
 // The HTTP driver in an edge runtime: a worker (tests/fixtures/workerd_worker.ts), bundled from source with esbuild,
 // runs in workerd (Cloudflare's Workers runtime, from npm) through Miniflare, with no Node compatibility flags. It
-// reaches a throwaway redis-server through the REST bridge (tests/_http_bridge.ts) on 127.0.0.1 (Miniflare's outbound
+// reaches a throwaway redis-server through the REST bridge (harness/http_bridge.ts) on 127.0.0.1 (Miniflare's outbound
 // network allows private addresses, loopback included), whose URL and token it gets as worker bindings (`env`).
 // Every request goes through the worker's fetch handler; the assertions read its replies. Node only: Miniflare drives
 // workerd from Node. workerd runs from its platform package (@cloudflare/workerd-*): no install script is needed.
@@ -13,7 +13,7 @@ import { build } from "esbuild";
 import { Log, LogLevel, Miniflare } from "miniflare";
 import { inspect } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-import { type HttpBridge, startHttpBridge } from "./_http_bridge.ts";
+import { type HttpBridge, startHttpBridge } from "../harness/http_bridge.ts";
 import { type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 const fixture = join(dirname(fileURLToPath(import.meta.url)), "fixtures", "workerd_worker.ts");

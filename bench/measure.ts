@@ -6,7 +6,7 @@
  *   C  8 worker processes contending for one name (1 ms critical section): acquisitions/s, handoff gap, fairness,
  *      commands/acquisition
  *
- *   node --import tsx scripts/measure.ts
+ *   node --import tsx bench/measure.ts
  *
  * Writes the results to bench/results/measure.json as well. Commands per cycle come from INFO commandstats
  * deltas (CONFIG RESETSTAT before, INFO after, both on a separate connection and excluded from the counts).
@@ -19,10 +19,10 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { acquire, inspect, release } from "../mod.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "../tests/_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis } from "../harness/redis.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const WORKER = join(root, "scripts", "_measure_worker.ts");
+const WORKER = join(root, "bench", "_measure_worker.ts");
 
 const A_WARM_MS = 500, A_MS = 3_000;
 const B_WARM_MS = 300, B_MS = 3_000, B_LOOPS = 64;

@@ -18,14 +18,14 @@
  *    redlease writing through fencedSqlTransaction. Prints sold, oversold, duplicate orders and the stale writes the
  *    database refused.
  *
- *   node --import tsx scripts/demo.ts [--quick] [--buyers 4] [--items 50] [--users 200] [--requests 2000]
+ *   node --import tsx examples/demo/main.ts [--quick] [--buyers 4] [--items 50] [--users 200] [--requests 2000]
  *        [--concurrency 16] [--mode no-lock,naive,redlease] [--market-seconds 3] [--no-market] [--no-sale]
  *        [--no-upstream] [--no-scheduler] [--no-pg-sale] [--seed 1] [--json-out FILE]
  *
  * Uses $REDIS_URL when set (its own keys only, under `redlease-demo:<run id>:`, deleted afterwards); otherwise
  * starts a throwaway redis-server on a free port and stops it at the end. Scene 5 uses $DATABASE_URL when set (its
  * own tables only, in a schema `redlease_demo_<run id>`, dropped afterwards); otherwise a throwaway PostgreSQL
- * server (tests/_servers/postgres.ts), or, where PostgreSQL is not installed, says how to install it and skips it.
+ * server (harness/postgres.ts), or, where PostgreSQL is not installed, says how to install it and skips it.
  */
 import type { ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -42,19 +42,19 @@ import {
   type SaleConfig,
   saleKeys,
   type WorkerCounts,
-} from "./demo/_flash_sale.ts";
-import { type MarketConfig, type MarketResult, runMarket, VARIANTS } from "./demo/_market.ts";
-import { runScheduler, type SchedulerConfig, type SchedulerResult, WORK_MS } from "./demo/_scheduler.ts";
-import { runUpstream, UPSTREAM_VARIANTS, type UpstreamConfig, type UpstreamResult } from "./demo/_upstream.ts";
-import { int, markdown, ms, Progress } from "./demo/_report.ts";
-import { AppServers } from "./demo/_app_servers.ts";
-import { DemoError, type DemoRedis, demoRedis } from "./demo/_server.ts";
-import { type DemoPostgres, demoPostgres, PG_INSTALL_HINT, type PgSaleResult, runPgSale } from "./demo/_pg_demo.ts";
-import { PG_LABEL, PG_MODES, type PgSaleConfig } from "./demo/_pg_sale.ts";
+} from "./_flash_sale.ts";
+import { type MarketConfig, type MarketResult, runMarket, VARIANTS } from "./_market.ts";
+import { runScheduler, type SchedulerConfig, type SchedulerResult, WORK_MS } from "./_scheduler.ts";
+import { runUpstream, UPSTREAM_VARIANTS, type UpstreamConfig, type UpstreamResult } from "./_upstream.ts";
+import { int, markdown, ms, Progress } from "./_report.ts";
+import { AppServers } from "./_app_servers.ts";
+import { DemoError, type DemoRedis, demoRedis } from "./_server.ts";
+import { type DemoPostgres, demoPostgres, PG_INSTALL_HINT, type PgSaleResult, runPgSale } from "./_pg_demo.ts";
+import { PG_LABEL, PG_MODES, type PgSaleConfig } from "./_pg_sale.ts";
 
-const BUYER = join(dirname(fileURLToPath(import.meta.url)), "demo", "buyer.ts");
+const BUYER = join(dirname(fileURLToPath(import.meta.url)), "buyer.ts");
 
-const HELP = `Usage: node --import tsx scripts/demo.ts [options]   (npm run demo -- [options])
+const HELP = `Usage: node --import tsx examples/demo/main.ts [options]   (npm run demo -- [options])
 
 Flash sale (three modes), the Redis in Action market simulation (three variants), a limited upstream, a
 leader-elected scheduler, and the flash sale in PostgreSQL with a paused app server (three modes), against

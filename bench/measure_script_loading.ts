@@ -6,13 +6,13 @@
  * promoted replica, a restart or a flush leaves it; Redis 7 replicas do not receive scripts). Prints; asserts
  * nothing.
  *
- *   node --import tsx scripts/measure_script_loading.ts
+ *   node --import tsx bench/measure_script_loading.ts
  */
 import { createClient } from "redis";
 import { acquire, release } from "../mod.ts";
 import * as scripts from "../src/_scripts.ts";
-import { readWire, startWire, stopWire } from "../bench/_wire.ts";
-import { startRedis } from "../tests/_servers/redis.ts";
+import { readWire, startWire, stopWire } from "./_wire.ts";
+import { startRedis } from "../harness/redis.ts";
 
 const all = Object.values(scripts).filter((s): s is scripts.Script => typeof s === "object" && "source" in s);
 const srv = await startRedis();

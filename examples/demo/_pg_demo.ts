@@ -1,11 +1,11 @@
-// The demo's side of the PostgreSQL flash sale (scripts/demo/_pg_sale.ts): its database, its app-server processes
-// (scripts/demo/pg_buyer.ts), one run per mode with one app server paused, and the outcome read from the tables.
+// The demo's side of the PostgreSQL flash sale (examples/demo/_pg_sale.ts): its database, its app-server processes
+// (examples/demo/pg_buyer.ts), one run per mode with one app server paused, and the outcome read from the tables.
 import type { ChildProcess } from "node:child_process";
 import { dirname, join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { hasPostgres, startPostgres } from "../../tests/_servers/postgres.ts";
+import { hasPostgres, startPostgres } from "../../harness/postgres.ts";
 import { emptyPgCounts, type PgCounts, type PgMode, type PgSaleConfig, pgSchemaSql } from "./_pg_sale.ts";
 import { AppServers } from "./_app_servers.ts";
 import { DemoError } from "./_server.ts";

@@ -1,4 +1,4 @@
-// Test harness: a minimal one-shot RESP2 client for administrative commands (readiness probes, CLUSTER, SENTINEL,
+// Harness: a minimal one-shot RESP2 client for administrative commands (readiness probes, CLUSTER, SENTINEL,
 // INFO). Each command opens its own loopback connection and closes it after the reply, independent of any client
 // library, so the harness keeps working while a client under test is misbehaving (or a server is paused).
 import { Buffer } from "node:buffer";

@@ -1,4 +1,4 @@
-// Test harness: a tiny HTTP server speaking the subset of the Upstash REST protocol that redlease's HTTP adapter
+// Harness: a tiny HTTP server speaking the subset of the Upstash REST protocol that redlease's HTTP adapter
 // uses, in front of a real redis-server. POST / with a JSON array command → 200 { result } or 400 { error } with
 // Redis's message; a missing or wrong Bearer token → 401. Listens on 127.0.0.1, port 0; runs on Node, Bun and
 // Deno (node:http). No official Upstash REST server can be installed here, so this is what the adapter is tested

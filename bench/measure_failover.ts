@@ -5,11 +5,11 @@
  * and ioredis in sentinel mode (through `ioredis()`). Prints; asserts nothing. (Cluster failovers are measured by
  * tests/cluster_failover.node.test.ts, and both by the chaos topology scenarios.)
  *
- *   node --import tsx scripts/measure_failover.ts [--runs 3]
+ *   node --import tsx bench/measure_failover.ts [--runs 3]
  */
 import { acquire, type RedisLike } from "../mod.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
-import { startSentinel } from "../tests/_servers/sentinel.ts";
+import { startSentinel } from "../harness/sentinel.ts";
 
 const runs = Number(process.argv[process.argv.indexOf("--runs") + 1]) || 3;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -1,9 +1,9 @@
-// The Redis the demo runs against: $REDIS_URL when given, else a throwaway redis-server from tests/_servers/redis.ts
+// The Redis the demo runs against: $REDIS_URL when given, else a throwaway redis-server from harness/redis.ts
 // (the one module that starts redis-servers: a free loopback port, never the machine's 6379) that is stopped by pid,
 // its directory removed, afterwards.
 import process from "node:process";
 import { createClient } from "redis";
-import { hasRedisServer, startRedis } from "../../tests/_servers/redis.ts";
+import { hasRedisServer, startRedis } from "../../harness/redis.ts";
 
 /** A failure the demo reports as one line (no stack trace). */
 export class DemoError extends Error {}

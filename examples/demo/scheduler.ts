@@ -1,7 +1,7 @@
 /**
- * One scheduler process of the leader-election demo (scripts/demo.ts starts several). Not meant to be run by hand.
+ * One scheduler process of the leader-election demo (examples/demo/main.ts starts several). Not meant to be run by hand.
  *
- *   node --import tsx scripts/demo/scheduler.ts <redis url> <namespace> <lease ms> <slot ms>
+ *   node --import tsx examples/demo/scheduler.ts <redis url> <namespace> <lease ms> <slot ms>
  *
  * Campaigns for `<namespace>:scheduler`; while leading, runs the job of every time slot (one per `slot ms`): WORK_MS of
  * work, then a commit fenced by its term (see COMMIT in _scheduler.ts). Prints `READY`, `LEADER <term>` each time it

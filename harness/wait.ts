@@ -1,4 +1,4 @@
-// Test harness: small timing helpers shared by the server starters (tests/_servers/*): sleep, a promise with a time
+// Harness: small timing helpers shared by the server starters (harness/*): sleep, a promise with a time
 // limit, polling until a condition holds, and closing a client without letting a stuck close hang a test.
 
 export const sleep = (ms: number): Promise<void> => new Promise<void>((r) => setTimeout(r, ms));

@@ -1,6 +1,6 @@
 // The flash sale with its stock and orders in PostgreSQL, and one app server paused mid-section past its lease.
 //
-// Several app-server processes (scripts/demo/pg_buyer.ts) serve requests for S units of one item; each user sends
+// Several app-server processes (examples/demo/pg_buyer.ts) serve requests for S units of one item; each user sends
 // two requests at once (a double click) that land on two different app servers, and may buy once. One request,
 // under the sale's lock:
 //

@@ -1,7 +1,7 @@
 /**
- * One app server of the demo's PostgreSQL flash sale (scripts/demo.ts starts several). Not meant to be run by hand.
+ * One app server of the demo's PostgreSQL flash sale (examples/demo/main.ts starts several). Not meant to be run by hand.
  *
- *   node --import tsx scripts/demo/pg_buyer.ts <redis url> <database url> <schema> <namespace> <index> <config json>
+ *   node --import tsx examples/demo/pg_buyer.ts <redis url> <database url> <schema> <namespace> <index> <config json>
  *
  * Line protocol. stdout: `READY` once connected; during a run `PAUSE` just before this process stops itself
  * (SIGSTOP; the demo sends SIGCONT), then `RESULT <json of PgCounts>`. stdin: `RUN <mode>` serves this app

@@ -1,7 +1,7 @@
 /**
- * Worker for scripts/measure.ts, measure C (handoff). Not meant to be run by hand.
+ * Worker for bench/measure.ts, measure C (handoff). Not meant to be run by hand.
  *
- *   node --import tsx scripts/_measure_worker.ts <redis url> <lease name> <worker index>
+ *   node --import tsx bench/_measure_worker.ts <redis url> <lease name> <worker index>
  *
  * Protocol (line-based): connects, warms up (script load, subscriber connection), prints `READY` on stdout, then
  * reads `GO <startWall> <endWall>` from stdin (wall = performance.timeOrigin + performance.now(), in ms). From

@@ -1,10 +1,10 @@
-// Test harness: the one place that starts PostgreSQL servers (for the SQL fencing tests, the chaos runs at the
-// resource, the benchmarks and the demo), as tests/_servers/redis.ts does redis-servers.
+// Harness: the one place that starts PostgreSQL servers (for the SQL fencing tests, the chaos runs at the
+// resource, the benchmarks and the demo), as harness/redis.ts does redis-servers.
 //
 // A server is Debian's `postgresql` package (its binaries in /usr/lib/postgresql/<version>/bin; `.ci/run` installs
 // it when missing), in a temp dir of its own (a copy of a template data dir that initdb made once per machine and
 // PostgreSQL version, kept in $TMPDIR for every later process), on a free
-// loopback port (tests/_servers/cleanup.ts hands the ports out; the machine's own 5432 is never touched), with trust
+// loopback port (harness/cleanup.ts hands the ports out; the machine's own 5432 is never touched), with trust
 // authentication and durability off (fsync, synchronous_commit, full_page_writes: a test database needs no crash
 // safety). PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user (setpriv, which execs,
 // so the pid is the postmaster's own). It is ready once its postmaster.pid names that pid and says "ready"; a port

@@ -3,12 +3,12 @@
  * failover with a lease held under `replicas: 1` (kill -> promotion -> the holder's first renewal on the new
  * primary). Prints; asserts nothing.
  *
- *   node --import tsx scripts/measure_topology.ts [--iterations 1000]
+ *   node --import tsx bench/measure_topology.ts [--iterations 1000]
  */
 import { loadavg } from "node:os";
 import { acquire, inspect, release } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
-import { sleep, startMasters, startSentinel } from "../tests/_topology.ts";
+import { sleep, startMasters, startSentinel } from "../harness/topology.ts";
 
 const iterations = Number(process.argv[process.argv.indexOf("--iterations") + 1]) || 1000;
 const pct = (xs: number[], p: number) =>

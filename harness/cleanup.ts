@@ -1,4 +1,4 @@
-// Test harness: bookkeeping of what the server starters (tests/_servers/redis.ts) leave behind: the redis-server
+// Harness: bookkeeping of what the server starters (harness/redis.ts) leave behind: the redis-server
 // processes still running, the temp dirs not yet removed and the loopback ports handed out. A process 'exit' hook
 // SIGKILLs the processes still running (each by its own pid) and removes the dirs, so a crashed test or an
 // interrupted benchmark leaves no orphan behind. Nothing here ever hands out (or signals anything on) port 6379.

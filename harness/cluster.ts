@@ -1,4 +1,4 @@
-// Test harness: a throwaway Redis Cluster on free loopback ports (tests/_servers/redis.ts starts every node):
+// Harness: a throwaway Redis Cluster on free loopback ports (harness/redis.ts starts every node):
 // masters and replicas, created with redis-cli --cluster create (or by hand for fewer than 3 masters), with live slot
 // migration and node kills for the tests. Administrative commands go over the one-shot RESP client (resp.ts).
 //
@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 import type { Buffer } from "node:buffer";
 import { join } from "node:path";
 import { createCluster } from "redis";
-import { slotOf } from "../../src/adapters/_slot.ts";
+import { slotOf } from "../src/adapters/_slot.ts";
 import { removeDir, tempDir, tryKill } from "./cleanup.ts";
 import { type Client, connectClient, type RedisServer, startServer } from "./redis.ts";
 import { type Arg, command, parseInfo, type Reply } from "./resp.ts";
@@ -77,7 +77,7 @@ interface CNode extends ClusterNode {
   proc: RedisServer;
 }
 
-/** After the defaults of tests/_servers/redis.ts (port, bind, no persistence, dir). */
+/** After the defaults of harness/redis.ts (port, bind, no persistence, dir). */
 function clusterNodeArgs(dir: string, nodeTimeoutMs: number) {
   return ({ port, busPort }: { port: number; busPort: number }) => [
     "--cluster-enabled",

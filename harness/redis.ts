@@ -1,8 +1,8 @@
-// Test harness: the one place that starts redis-server processes. Tests (tests/_redis.ts), the topologies
-// (tests/_servers/cluster.ts, sentinel.ts, masters.ts), the benchmarks (bench/), the chaos runs (chaos/) and the
-// demo (scripts/demo/_server.ts) all start their servers here.
+// Harness: the one place that starts redis-server processes. Tests (tests/_redis.ts), the topologies
+// (harness/cluster.ts, sentinel.ts, masters.ts), the benchmarks (bench/), the chaos runs (chaos/) and the
+// demo (examples/demo/_server.ts) all start their servers here.
 //
-// A server runs on a free loopback port (never 6379; tests/_servers/cleanup.ts hands the ports out), in a temp dir of
+// A server runs on a free loopback port (never 6379; harness/cleanup.ts hands the ports out), in a temp dir of
 // its own unless given one, and is ready once it answers INFO with its own pid (so a server somebody else started on
 // "our" port is never mistaken for ours: the start retries on new ports instead). It is stopped by that pid
 // (SIGKILL), never by name; servers still running when the process exits are SIGKILLed by an exit hook.

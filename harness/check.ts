@@ -1,14 +1,14 @@
-// Self-check for tests/_topology.ts and the modules behind it in tests/_servers/ (not a test file):
+// Self-check for harness/topology.ts and the modules behind it in harness/ (not a test file):
 //
-//   node --import tsx tests/_topology_check.ts
-//   npx bun tests/_topology_check.ts
-//   npx deno run -A tests/_topology_check.ts
+//   node --import tsx harness/check.ts
+//   npx bun harness/check.ts
+//   npx deno run -A harness/check.ts
 //
 // Exits non-zero on the first failed check.
 import { existsSync } from "node:fs";
 import process from "node:process";
-import { runtimeName } from "./_redis.ts";
-import { command, pause, resume, slotOf, startCluster, startMasters, startSentinel } from "./_topology.ts";
+import { runtimeName } from "./process.ts";
+import { command, pause, resume, slotOf, startCluster, startMasters, startSentinel } from "./topology.ts";
 
 const t0 = performance.now();
 const ms = (from: number) => `${Math.round(performance.now() - from)} ms`;

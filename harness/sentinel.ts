@@ -1,4 +1,4 @@
-// Test harness: a throwaway Redis Sentinel setup on free loopback ports (tests/_servers/redis.ts starts every
+// Harness: a throwaway Redis Sentinel setup on free loopback ports (harness/redis.ts starts every
 // process): a master, its replicas (in sync before startSentinel() returns) and sentinels monitoring it, with master
 // kills and failover waits for the tests. Administrative commands go over the one-shot RESP client (resp.ts).
 //
@@ -89,7 +89,7 @@ function procInfo(p: RedisServer): ProcInfo {
   };
 }
 
-/** After the defaults of tests/_servers/redis.ts (port, bind, no persistence, dir). */
+/** After the defaults of harness/redis.ts (port, bind, no persistence, dir). */
 function dataNodeArgs(replicaOf?: number) {
   return ({ port }: { port: number }) => [
     "--dbfilename",

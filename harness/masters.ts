@@ -1,5 +1,5 @@
-// Test harness: independent plain redis-servers (no replication between them), as Redlock and the multi-master
-// measurements use them. Each is a tests/_servers/redis.ts startRedis() server: its own free loopback port, verified
+// Harness: independent plain redis-servers (no replication between them), as Redlock and the multi-master
+// measurements use them. Each is a harness/redis.ts startRedis() server: its own free loopback port, verified
 // to answer with its own pid, stopped by pid.
 //
 //   const ms = await startMasters(5);

@@ -1,7 +1,7 @@
 /**
- * One app server of the flash-sale demo (scripts/demo.ts starts several). Not meant to be run by hand.
+ * One app server of the flash-sale demo (examples/demo/main.ts starts several). Not meant to be run by hand.
  *
- *   node --import tsx scripts/demo/buyer.ts <redis url> <namespace> <index> <config json>
+ *   node --import tsx examples/demo/buyer.ts <redis url> <namespace> <index> <config json>
  *
  * Line protocol. stdout: `READY` once connected and warmed up; during a run `PROGRESS <handled>` at most every
  * 100 ms, then `RESULT <json of WorkerCounts>`. stdin: `RUN <mode>` starts serving this app server's share of
