@@ -38,7 +38,7 @@ import {
   WAIT_MS,
 } from "./_libs.ts";
 import { killAllChildren, runOnce, Worker } from "./_proc.ts";
-import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./_report.ts";
+import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./report/render.ts";
 import { type RedisServer as Server, sleep, startRedis } from "../harness/redis.ts";
 import { bundleRedlease } from "./_bundle.ts";
 import { clockSkewMs, parseCommandStats, parseCpuMicros, pct, perOp, r2, r3, sortedF64 } from "./_stats.ts";

@@ -1,0 +1,44 @@
+// Report section B1/B2: uncontended acquire + release cycles per library.
+import type { Label, UncAgg } from "./aggregate.ts";
+import { fmt, ratio, table } from "./format.ts";
+import type { Run } from "./types.ts";
+
+/** B1 sequential and B2 concurrent uncontended cycles, one row per library (none without B1/B2). */
+export function uncontendedSection(run: Run, uncAgg: UncAgg[], label: Label): string[] {
+  const md: string[] = [];
+  if (uncAgg.length) {
+    md.push(`## B1 sequential and B2 concurrent uncontended cycles (acquire + release, fresh names)`);
+    md.push("");
+    md.push(
+      `One fresh worker process per library and run; B1 = one loop for ${run.config.b1Ms} ms, B2 = ` +
+        `${run.config.b2Loops} loops on one client for ${run.config.b2Ms} ms. Retry settings do not come into play ` +
+        `without contention, so the peers run once, with their defaults. Round trips per cycle are counted at the ` +
+        `client socket over ${run.config.probeCycles} extra sequential cycles.`,
+    );
+    md.push("");
+    md.push(table(
+      [
+        "library",
+        "B1 cycles/s",
+        "×raw",
+        "B1 cycle p50 / p99 ms",
+        "round trips / cycle",
+        "B2 cycles/s",
+        "×raw",
+        "B2 cycle p50 / p99 ms",
+      ],
+      uncAgg.map((u) => [
+        label(u.lib),
+        fmt(u.b1),
+        ratio(u.b1x),
+        `${fmt(u.b1p50, 3)} / ${fmt(u.b1p99, 3)}`,
+        fmt(u.rt),
+        fmt(u.b2),
+        ratio(u.b2x),
+        `${fmt(u.b2p50)} / ${fmt(u.b2p99)}`,
+      ]),
+    ));
+    md.push("");
+  }
+  return md;
+}
