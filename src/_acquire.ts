@@ -86,7 +86,7 @@ export function resolveNames(op: string, client: RedisLike | Redlock, names: rea
 export function acquireAny(client: RedisLike | Redlock, o: Resolved): Promise<LeaseImpl> {
   if (!isRedlock(client)) return acquireResolved(client, o);
   if (o.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock", o.replicas);
-  if (o.kind !== "x" && o.kind !== "s") {
+  if (permitsOf(o.kind) !== undefined) {
     // Quorums of permits do not bound the holders: with 3 masters and 2 permits, holders on masters {1, 2}, {2, 3}
     // and {1, 3} each have a majority while no master has more than 2.
     fail(

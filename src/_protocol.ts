@@ -1,7 +1,9 @@
 // The Redis protocol of a lease, in one place: key and channel names, the kind letters, the arguments of every
 // script call, the decoding of replies (Redlock's per-node view included) and waiter messages, and what a timeout
-// of Redis means to an acquire. No other module builds script arguments, reads raw replies or kind letters.
-// Scripts run through a ScriptRunner (a client's connection: see _connection.ts), which this module only names.
+// of Redis means to an acquire. No other module builds a lease script's arguments, reads its raw replies, or turns
+// kind letters into names or numbers (the fenced writes of redlease/fence keep theirs in _fence.ts, out of the core
+// bundle). Scripts run through a ScriptRunner (a client's connection: see _connection.ts), which this module only
+// names.
 import type { Bound, Kind, LeaseKeys, Resolved } from "./_types.ts";
 import type { LeaseEventKind } from "./events.ts";
 import type { LeaseKind } from "./lease.ts";
