@@ -86,6 +86,8 @@ const checks: Array<[string, string, string[]]> = [
   ["lint", bin("deno"), ["lint"]],
   ["format (deno fmt --check; run deno fmt to fix)", bin("deno"), ["fmt", "--check"]],
   ["exports match", process.execPath, ["--import", "tsx", "scripts/check_exports.ts"]],
+  // src/ imports in one direction (src/README.md): no circle, type-only imports included.
+  ["no import circle in src/", process.execPath, ["--import", "tsx", "scripts/check_imports.ts"]],
   ["size budget (scripts/size.ts: the core entry, gzipped)", process.execPath, ["--import", "tsx", "scripts/size.ts"]],
   // What JSR would take: the files of deno.json "publish", type-checked, with no slow types. --allow-dirty: the
   // dry run otherwise refuses a work tree with uncommitted changes, which says nothing about the package.

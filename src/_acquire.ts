@@ -1,36 +1,32 @@
 // acquire() after validation, and the argument checks shared by the public entry points. The flow reads one way:
 // attempt (one script call, bounded) → grant (a hold with its local deadline) or wait (queued, woken by one
 // message, re-checking on a heartbeat) → grant. A call whose outcome is unknown is undone by its attempt id.
-import { acquiredEvent, emit, eventKind, failedEvent } from "./_events.ts";
+import { acquiredEvent, failedEvent } from "./_events.ts";
 import type { LeaseEventHandler } from "./events.ts";
-import { log } from "./_log.ts";
-import {
-  ABORT_CLEANUP_MS,
-  ACQUIRE_GRACE_MS,
-  bounded,
-  checkClient,
-  type ClientState,
-  type RedisLike,
-  stateOf,
-} from "./_client.ts";
+import { emit, log } from "./_log.ts";
+import { checkClient, type ClientState, type RedisLike, stateOf } from "./_client.ts";
+import { bounded } from "./_connection.ts";
+import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, QUEUE_TTL_MS } from "./_defaults.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
   acquireCall,
   type Acquired,
+  asLockTimeout,
   attemptId,
+  eventKind,
   extendCall,
   keysOf,
-  type LeaseKeys,
   newOwner,
   ownerFor,
-  QUEUE_TTL_MS,
+  permitsOf,
   type QueueEntry,
   type ReleaseArgs,
   releaseCall,
 } from "./_protocol.ts";
 import { nap, unrefTimeout } from "./_timers.ts";
-import { checkNames, fail, resolveAcquire, type Resolved } from "./_validate.ts";
+import type { LeaseKeys, Resolved } from "./_types.ts";
+import { checkNames, fail, resolveAcquire } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
 
 import { LeaseKindError, LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
@@ -90,14 +86,14 @@ export function resolveNames(op: string, client: RedisLike | Redlock, names: rea
 export function acquireAny(client: RedisLike | Redlock, o: Resolved): Promise<LeaseImpl> {
   if (!isRedlock(client)) return acquireResolved(client, o);
   if (o.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock", o.replicas);
-  if (o.kind !== "x" && o.kind !== "s") {
+  if (permitsOf(o.kind) !== undefined) {
     // Quorums of permits do not bound the holders: with 3 masters and 2 permits, holders on masters {1, 2}, {2, 3}
     // and {1, 3} each have a majority while no master has more than 2.
     fail(
       "acquire lease",
       "permits",
       "cannot be combined with Redlock: a majority per permit does not bound the holders",
-      Number(o.kind.slice(1)),
+      permitsOf(o.kind),
     );
   }
   return client[REDLOCK](o);
@@ -239,8 +235,7 @@ class Attempt {
   failure(e: unknown): unknown {
     if (this.o.signal?.aborted) return this.o.signal.reason;
     if (e instanceof LeaseKindError && e.lockName === "") return new LeaseKindError(this.o.name, e.why, e.found);
-    if (e instanceof RedisTimeoutError) return new LockTimeoutError(this.o.name, -1, this.waited(), { cause: e });
-    return e;
+    return asLockTimeout(e, this.o.name, this.waited());
   }
 
   timeout(retryMs: number): LockTimeoutError {

@@ -3,23 +3,25 @@
 // engine (queued, woken by its release), so that two such acquires of overlapping names never deadlock: both wait
 // for the lowest name they share first. Any failure gives back what was taken (retried until it would have lapsed
 // anyway), without holding up the caller beyond its bounds.
-import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, type ClientState, type RedisLike, stateOf } from "./_client.ts";
+import { type ClientState, type RedisLike, stateOf } from "./_client.ts";
+import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS } from "./_defaults.ts";
 import { acquireResolved, afterUndo, giveBack } from "./_acquire.ts";
-import { acquiredEvent, eventKind, failedEvent } from "./_events.ts";
+import { acquiredEvent, failedEvent } from "./_events.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
   acquireAllCall,
+  asLockTimeout,
   attemptId,
+  eventKind,
   holdId,
   keysOf,
-  type LeaseKeys,
   newOwner,
   ownerFor,
   type ReleaseArgs,
 } from "./_protocol.ts";
 import { nap } from "./_timers.ts";
-import type { Resolved } from "./_validate.ts";
+import type { LeaseKeys, Resolved } from "./_types.ts";
 import { LockTimeoutError, RedisTimeoutError } from "./errors.ts";
 
 /** acquire(client, names, o) after validation: `o.name` is the first name; `names` are distinct. */
@@ -60,11 +62,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
       // Unknown outcome: give back whatever this attempt took, name by name.
       await settle(undo());
       throw failed(
-        o.signal?.aborted
-          ? o.signal.reason
-          : e instanceof RedisTimeoutError
-          ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e })
-          : e,
+        o.signal?.aborted ? o.signal.reason : asLockTimeout(e, o.name, performance.now() - start),
       );
     }
     if (Array.isArray(r)) {

@@ -1,24 +1,10 @@
 // Events (see events.ts): built only where a handler is registered, and handed to it in a way that a handler that
 // throws or rejects never breaks the lease.
-import type { LeaseEvent, LeaseEventHandler, LeaseEventKind } from "./events.ts";
-import type { Kind } from "./_protocol.ts";
+import type { LeaseEventHandler, LeaseEventKind } from "./events.ts";
+import { eventKind } from "./_protocol.ts";
 import type { LeaseImpl } from "./_hold.ts";
+import { emit } from "./_log.ts";
 import { LockTimeoutError } from "./errors.ts";
-
-/** Hand `event` to `handler`; its failure (a throw, a rejection) is its own. */
-export function emit(handler: LeaseEventHandler, event: LeaseEvent): void {
-  try {
-    const r: unknown = handler(event);
-    if (typeof (r as PromiseLike<unknown> | undefined)?.then === "function") {
-      (r as Promise<unknown>).then(undefined, () => {});
-    }
-  } catch { /* the handler's own failure: redlease goes on */ }
-}
-
-/** The event kind of a protocol kind; `leader` for a leadership. */
-export function eventKind(kind: Kind, leader: boolean | undefined): LeaseEventKind {
-  return leader ? "leader" : kind === "x" ? "exclusive" : kind === "s" ? "shared" : "permit";
-}
 
 /**
  * Tell `handler` that an acquire started at `startedAt` got `lease`. Only a handle told acquired (or resumed) is told

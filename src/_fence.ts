@@ -2,6 +2,7 @@
 // the key of the resource's fence mark, and the script call that turns a refusal into a StaleFenceError. Only the
 // `redlease/fence` entry imports it, so the core bundle carries none of it.
 import { checkClient, type ClientState, stateOf } from "./_client.ts";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import { fencedEval, type Script } from "./_scripts.ts";
 import { fail } from "./_validate.ts";
 import { slotOf } from "./adapters/_slot.ts";
@@ -19,8 +20,6 @@ import type { Lease } from "./lease.ts";
  * ```
  */
 export const DEFAULT_RETAIN_MS = 86_400_000;
-/** How long a fenced write may wait for Redis by default, ms. */
-export const DEFAULT_TIMEOUT_MS = 5_000;
 /** The longest `retainMs`, `px` and `timeoutMs`: about 24.8 days, in ms. */
 const MAX_MS = 2_147_483_647;
 
@@ -223,7 +222,7 @@ export function prepare(
     );
   }
   const retainMs = checkMs(op, "retainMs", options.retainMs, DEFAULT_RETAIN_MS);
-  const timeoutMs = checkMs(op, "timeoutMs", options.timeoutMs, DEFAULT_TIMEOUT_MS);
+  const timeoutMs = checkMs(op, "timeoutMs", options.timeoutMs, DEFAULT_CALL_TIMEOUT_MS);
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
   // A hold that has ended carries a fence nobody may write with any more: its reason says why.

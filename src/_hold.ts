@@ -1,12 +1,11 @@
 // A Hold is one (target, name, owner) that this process holds, however many reentrant Lease handles share it.
 // It owns its clock and its one timer (the next renewal, or the local deadline) and every change of its state:
 // granted, re-entered, renewed, extended, lost, released.
-import type { Logger } from "./configure.ts";
+import type { Bound, Kind, LeaseKeys, Logger } from "./_types.ts";
 import type { HoldEventBase, LeaseEventHandler } from "./events.ts";
-import { emit, eventKind } from "./_events.ts";
-import { log } from "./_log.ts";
-import type { Bound } from "./_client.ts";
-import { holdId, type Kind, type LeaseKeys, tokenOf } from "./_protocol.ts";
+import { emit, log } from "./_log.ts";
+import { heldCallUntil } from "./_defaults.ts";
+import { eventKind, holdId, kindName, tokenOf } from "./_protocol.ts";
 import { type LeaseLossReason, LeaseLostError } from "./errors.ts";
 import type { Lease, LeaseKind } from "./lease.ts";
 import { cancel, type Due, schedule } from "./_timers.ts";
@@ -350,8 +349,7 @@ export class LeaseImpl implements Lease {
     return [this.fence];
   }
   get kind(): LeaseKind {
-    const k = this.hold.kind;
-    return k === "x" ? "exclusive" : k === "s" ? "shared" : "permit";
+    return kindName(this.hold.kind);
   }
 
   get signal(): AbortSignal {
@@ -423,9 +421,6 @@ export function grant(target: Target, g: Granted, o: GrantOptions, clock: Clock 
   return lease;
 }
 
-/** The least time release() and extend() wait for Redis, even when the lease has less left, ms. */
-export const MIN_CALL_MS = 250;
-
 /**
  * Implementation of release(): idempotent per handle; false once released, when lost, or if Redis says so.
  * Bounded by `timeoutMs`, by default the lease's remaining time (at least MIN_CALL_MS).
@@ -434,7 +429,7 @@ export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boo
   if (lease.releasing) return lease.releasing;
   const hold = lease.hold;
   const now = performance.now();
-  const until = now + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - now));
+  const until = heldCallUntil(now, hold.deadline, timeoutMs);
   const hs = hold.handles;
   // (Nearly always its only handle: popped, not spliced, which would allocate an array of the removed.)
   if (hs[hs.length - 1] === lease) hs.pop();

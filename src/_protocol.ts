@@ -1,8 +1,13 @@
-// The Redis protocol of a lease, in one place: key and channel names, the arguments of every script call, and
-// the decoding of replies and waiter messages. No other module builds script arguments or reads raw replies.
-import type { Bound, ClientState } from "./_client.ts";
-import type { Target } from "./_hold.ts";
-import type { Resolved } from "./_validate.ts";
+// The Redis protocol of a lease, in one place: key and channel names, the kind letters, the arguments of every
+// script call, the decoding of replies (Redlock's per-node view included) and waiter messages, and what a timeout
+// of Redis means to an acquire. No other module builds a lease script's arguments, reads its raw replies, or turns
+// kind letters into names or numbers (the fenced writes of redlease/fence keep theirs in _fence.ts, out of the core
+// bundle). Scripts run through a ScriptRunner (a client's connection: see _connection.ts), which this module only
+// names.
+import type { Bound, Kind, LeaseKeys, Resolved } from "./_types.ts";
+import type { LeaseEventKind } from "./events.ts";
+import type { LeaseKind } from "./lease.ts";
+import { FENCE_RETAIN_MS, QUEUE_TTL_MS } from "./_defaults.ts";
 import {
   acquire as ACQUIRE,
   acquireAll as ACQUIRE_ALL,
@@ -15,31 +20,63 @@ import {
   proclaim as PROCLAIM,
   release as RELEASE,
   releaseSet as RELEASE_SET,
+  type Script,
 } from "./_scripts.ts";
-import { LeaseKindError } from "./errors.ts";
+import { LeaseKindError, LockTimeoutError, RedisTimeoutError } from "./errors.ts";
 
 /**
- * How a hold shares its lease, as the scripts and queue entries write it: "x" exclusive, "s" shared, "p<n>" one of
- * n permits. Shared and permit holds live in the lease's holder set (see lua/_holders.lua).
+ * What the protocol needs of a client: running a script, and the command its scripts publish with. A client's
+ * connection is one (see Connection in _connection.ts); this module depends on nothing more of it.
  */
-export type Kind = "x" | "s" | `p${number}`;
+export interface ScriptRunner {
+  /** The command release scripts notify waiters with: PUBLISH, or SPUBLISH on a cluster with sharded pub/sub. */
+  readonly publish: string;
+  /**
+   * Run `script` on `keys` with `args` (EVALSHA, its text sent once after NOSCRIPT), bounded by `bound`, and `decode`
+   * its reply in the same step.
+   */
+  run<R = unknown>(
+    script: Script,
+    keys: readonly string[],
+    args: string[],
+    bound?: Bound,
+    decode?: (reply: unknown) => R,
+  ): Promise<R>;
+}
 
-/** How long the grant record (the last fence) outlives a final release, ms. */
-export const FENCE_RETAIN_MS = 10_000;
-/** An idle wait queue expires after this long; every waiter refreshes it whenever it checks. */
-export const QUEUE_TTL_MS = 30_000;
+/** The kind letters for the public options: exclusive (neither given), `shared: true`, or one of `permits`. */
+export function kindOf(shared: boolean, permits: number | undefined): Kind {
+  return permits !== undefined ? `p${permits}` : shared ? "s" : "x";
+}
 
-/** The keys of one lease; all share the lease name as their hash tag (one cluster slot). */
-export interface LeaseKeys {
-  /** The lease key: a string, the grant record (fence, attempt, holds, claim deadline, owner; see lua/_record.lua). */
-  readonly hash: string;
-  /** The FIFO wait queue. */
-  readonly queue: string;
-  /** The holder set of shared holds and permits (owner -> expiry), and their records (owner -> fence, holds). */
-  readonly holders: string;
-  readonly holderRecords: string;
-  /** The four keys in the order the lease scripts take them (built once: every call of the lease sends them). */
-  readonly all: readonly string[];
+/**
+ * The public name of a kind: "exclusive", "shared", or `permit` for a permit. A lease and an event say "permit" (the
+ * hold is one permit), inspect() says "permits" (the lease is held as permits): both are public and stay as they
+ * are, and this is the only place that maps kind letters to either.
+ */
+export function kindName(kind: Kind): LeaseKind;
+export function kindName(kind: Kind, permit: "permits"): "exclusive" | "shared" | "permits";
+export function kindName(kind: Kind, permit: "permit" | "permits" = "permit"): LeaseKind | "permits" {
+  return kind === "x" ? "exclusive" : kind === "s" ? "shared" : permit;
+}
+
+/** The number of permits of a permit kind ("p<n>"), else undefined. */
+export function permitsOf(kind: Kind): number | undefined {
+  return kind.charCodeAt(0) === 112 /* p */ ? Number(kind.slice(1)) : undefined;
+}
+
+/** The event kind of a hold: its kindName(), or "leader" for a leadership. */
+export function eventKind(kind: Kind, leader: boolean | undefined): LeaseEventKind {
+  return leader ? "leader" : kindName(kind);
+}
+
+/**
+ * What an acquire (or resume) that could not learn its outcome from Redis in time rejects with: a RedisTimeoutError
+ * becomes a LockTimeoutError of the lease `name` after `waitedMs` (with it as its cause, so the message says Redis
+ * was slow, not the holder); anything else is returned as it is.
+ */
+export function asLockTimeout(e: unknown, name: string, waitedMs: number): unknown {
+  return e instanceof RedisTimeoutError ? new LockTimeoutError(name, -1, waitedMs, { cause: e }) : e;
 }
 
 /**
@@ -115,7 +152,11 @@ export function labelOf(owner: string): string | undefined {
  * here (a `lease.owner` passed back; for a shared request, of a shared or exclusive hold); else the string given,
  * scoped to `target` (see scopedOwner).
  */
-export function ownerFor(target: Target & { readonly scope: string }, keys: LeaseKeys, o: Resolved): string {
+export function ownerFor(
+  target: { readonly scope: string; readonly holds: ReadonlyMap<string, { readonly active: boolean }> },
+  keys: LeaseKeys,
+  o: Resolved,
+): string {
   if (o.owner === undefined) return newOwner(o);
   if (o.exactOwner || target.holds.get(holdId(keys, o.owner, o.kind))?.active) return o.owner;
   // A shared request by the owner of an exclusive hold here: a downgrade.
@@ -226,7 +267,25 @@ export interface AcquireArgs {
 }
 
 /** Take, re-enter or claim the lease, or learn when to try again (and queue, for a waiter). */
-export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
+export function acquireCall(st: ScriptRunner, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<Acquired> {
+  return runAcquire(st, keys, a, bound, acquired);
+}
+
+/**
+ * acquireCall() on one Redlock master, its reply as one number: the fence (> 0) where it granted the lease, else
+ * minus one minus the ms until it may (<= 0). A refusal rejects (a LeaseKindError), as for acquireCall().
+ */
+export function acquireOnNode(st: ScriptRunner, keys: LeaseKeys, a: AcquireArgs, bound?: Bound): Promise<number> {
+  return runAcquire(st, keys, a, bound, grantOrBusy);
+}
+
+function runAcquire<R>(
+  st: ScriptRunner,
+  keys: LeaseKeys,
+  a: AcquireArgs,
+  bound: Bound | undefined,
+  decode: (reply: unknown) => R,
+): Promise<R> {
   const args = [a.owner, String(a.ms), a.attempt];
   const lag = a.lockDelayMs ?? 0;
   // The exclusive script takes the rest only when it says something (a waiter's entry, SPUBLISH, a lock delay):
@@ -236,11 +295,11 @@ export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bo
   }
   if (a.kind === "x") {
     if (lag > 0) args.push(String(lag));
-    return st.run(ACQUIRE, keys.all, args, bound, acquired);
+    return st.run(ACQUIRE, keys.all, args, bound, decode);
   }
   args.push(a.kind);
   if (lag > 0) args.push(String(lag));
-  return st.run(ACQUIRE_SET, keys.all, args, bound, acquired);
+  return st.run(ACQUIRE_SET, keys.all, args, bound, decode);
 }
 
 /**
@@ -248,7 +307,7 @@ export function acquireCall(st: ClientState, keys: LeaseKeys, a: AcquireArgs, bo
  * names are in several cluster slots). The fences in order, or the 1-based index of the first name not free.
  */
 export async function acquireAllCall(
-  st: ClientState,
+  st: ScriptRunner,
   keys: readonly LeaseKeys[],
   a: AcquireArgs,
   bound?: Bound,
@@ -265,8 +324,9 @@ export async function acquireAllCall(
  * (a decoder has none, and a closure per call to give it one would cost the hot path).
  */
 function refused(r: string): never {
-  const found = r === "!x" ? "exclusive" : r === "!upgrade" || r === "!s" ? "shared" : Number(r.slice(2));
-  throw new LeaseKindError("", r === "!upgrade" ? "upgrade" : "mismatch", found);
+  if (r === "!upgrade") throw new LeaseKindError("", "upgrade", "shared");
+  const held = r.slice(1) as Kind;
+  throw new LeaseKindError("", "mismatch", permitsOf(held) ?? kindName(held) as "exclusive" | "shared");
 }
 
 /**
@@ -298,6 +358,11 @@ function acquired(r: unknown): Acquired {
   return { retryMs: -1 - Number(n), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1, passedOn };
 }
 
+function grantOrBusy(r: unknown): number {
+  const a = acquired(r);
+  return a.fence ?? -1 - a.retryMs;
+}
+
 /** What a release did. */
 export type Released = "not-held" | "kept" | "freed" | "handed-over";
 const RELEASED: readonly Released[] = ["not-held", "kept", "freed", "handed-over"];
@@ -312,7 +377,7 @@ export interface ReleaseArgs {
   readonly entry?: QueueEntry;
 }
 
-function releaseArgs(st: ClientState, a: ReleaseArgs): string[] {
+function releaseArgs(st: ScriptRunner, a: ReleaseArgs): string[] {
   const args = [a.owner, String(FENCE_RETAIN_MS), a.fence === undefined ? "" : String(a.fence)];
   // The rest only when it says something (an undo's attempt and entry, SPUBLISH), as for acquireCall.
   if (a.attempt !== undefined || a.entry || st.publish !== "PUBLISH") {
@@ -322,7 +387,7 @@ function releaseArgs(st: ClientState, a: ReleaseArgs): string[] {
 }
 
 /** Release one hold (or undo one attempt); the last hold hands the lease to the first live waiter. */
-export async function releaseCall(st: ClientState, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<Released> {
+export async function releaseCall(st: ScriptRunner, keys: LeaseKeys, a: ReleaseArgs, bound?: Bound): Promise<Released> {
   return RELEASED[Number(await st.run(a.kind === "x" ? RELEASE : RELEASE_SET, keys.all, releaseArgs(st, a), bound))];
 }
 
@@ -330,7 +395,7 @@ const wasHeld = (r: unknown): boolean => Number(r) !== 0;
 
 /** releaseCall(), answering whether a hold was released (anything but "not-held"), in one step (the hot path). */
 export function releaseHeld(
-  st: ClientState,
+  st: ScriptRunner,
   keys: LeaseKeys,
   a: ReleaseArgs,
   bound?: Bound,
@@ -363,7 +428,7 @@ export interface ExtendArgs {
 
 /** Reset the TTL of a hold (and claim it if it was handed over): true, false when not held, or a new fence. */
 export async function extendCall(
-  st: ClientState,
+  st: ScriptRunner,
   keys: LeaseKeys,
   a: ExtendArgs,
   bound?: Bound,
@@ -384,7 +449,7 @@ export async function extendCall(
 
 /** Remove every hold of every owner, keeping the fence record; the first live waiter is handed the lease. */
 export async function forceUnlockCall(
-  st: ClientState,
+  st: ScriptRunner,
   keys: LeaseKeys,
   bound?: Bound,
 ): Promise<"not-held" | "freed" | "handed-over"> {
@@ -414,7 +479,7 @@ export interface Snapshot {
   readonly holders: SnapshotHolder[];
 }
 
-export async function inspectCall(st: ClientState, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
+export async function inspectCall(st: ScriptRunner, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
   const r = await st.run(INSPECT, keys.all, [], bound) as Array<string | number>;
   const holders: SnapshotHolder[] = [];
   for (let i = 4; i + 4 < r.length; i += 5) {
@@ -448,7 +513,7 @@ export interface LeaderReply {
   readonly value: string | undefined;
 }
 
-export async function leaderCall(st: ClientState, keys: LeaseKeys, bound?: Bound): Promise<LeaderReply> {
+export async function leaderCall(st: ScriptRunner, keys: LeaseKeys, bound?: Bound): Promise<LeaderReply> {
   const r = await st.run(LEADER, [keys.hash, valueKeyOf(keys)], [], bound) as unknown[];
   const owner = String(r[0] ?? "");
   return {
@@ -468,7 +533,12 @@ export interface ProclaimArgs {
 }
 
 /** Set the leader's value if it still leads with that term, and tell observers; false when it no longer leads. */
-export async function proclaimCall(st: ClientState, keys: LeaseKeys, a: ProclaimArgs, bound?: Bound): Promise<boolean> {
+export async function proclaimCall(
+  st: ScriptRunner,
+  keys: LeaseKeys,
+  a: ProclaimArgs,
+  bound?: Bound,
+): Promise<boolean> {
   const args = [a.owner ?? "", a.term ?? "", a.value ?? "", a.value === undefined ? "0" : "1", st.publish];
   return Number(await st.run(PROCLAIM, [keys.hash, valueKeyOf(keys)], args, bound)) === 1;
 }

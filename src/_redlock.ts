@@ -1,24 +1,29 @@
 // Redlock over independent masters (the algorithm in the Redis documentation), on the same scripts and lease
 // handles as a single Redis: acquire on every node with a per-node timeout, succeed on a majority within the
 // lease's validity, undo everywhere otherwise; renew and release by quorum.
-import type { Logger } from "./configure.ts";
+import type { Bound, Logger, Resolved } from "./_types.ts";
 import type { LeaseEventHandler } from "./events.ts";
 import { giveBack } from "./_acquire.ts";
-import { acquiredEvent, emit, eventKind, failedEvent } from "./_events.ts";
-import {
-  ABORT_CLEANUP_MS,
-  ACQUIRE_GRACE_MS,
-  type Bound,
-  bounded,
-  type ClientState,
-  type RedisLike,
-  stateOf,
-} from "./_client.ts";
+import { acquiredEvent, failedEvent } from "./_events.ts";
+import { emit } from "./_log.ts";
+import { type ClientState, type RedisLike, stateOf } from "./_client.ts";
+import { bounded } from "./_connection.ts";
+import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS } from "./_defaults.ts";
 import { drift, grant, type Hold, holdMap, type LeaseImpl, type Target } from "./_hold.ts";
-import { acquireCall, attemptId, extendCall, holdId, keysOf, newOwner, ownerFor, releaseCall } from "./_protocol.ts";
+import {
+  acquireOnNode,
+  asLockTimeout,
+  attemptId,
+  eventKind,
+  extendCall,
+  holdId,
+  keysOf,
+  newOwner,
+  ownerFor,
+  releaseCall,
+} from "./_protocol.ts";
 import { cancel, nap, schedule } from "./_timers.ts";
-import type { Resolved } from "./_validate.ts";
-import { LeaseKindError, LockTimeoutError, QuorumError, RedisTimeoutError } from "./errors.ts";
+import { LeaseKindError, LockTimeoutError, QuorumError } from "./errors.ts";
 
 class NodeTimeout extends Error {
   override name = "NodeTimeout";
@@ -208,27 +213,20 @@ async function acquireOn(
       const left = o.signal?.aborted ? ABORT_CLEANUP_MS : bound.until - performance.now();
       await Promise.race([sent, nap(Math.max(0, left), undefined)]);
     };
-    let replies: unknown[];
+    // Per node: its fence (> 0) where granted, minus one minus its busy time where held elsewhere, or the error.
+    let rs: unknown[];
     try {
-      replies = await bounded(
+      rs = await bounded(
         group.all((st) =>
-          acquireCall(st, keys, { kind: o.kind, owner, ms: o.ms, attempt, lockDelayMs: o.lockDelayMs }, nodeBound)
+          acquireOnNode(st, keys, { kind: o.kind, owner, ms: o.ms, attempt, lockDelayMs: o.lockDelayMs }, nodeBound)
         ),
         bound,
       );
     } catch (e) {
       await undo();
       if (o.signal?.aborted) throw o.signal.reason;
-      throw e instanceof RedisTimeoutError
-        ? new LockTimeoutError(o.name, -1, performance.now() - start, { cause: e })
-        : e;
+      throw asLockTimeout(e, o.name, performance.now() - start);
     }
-    // Per node: its fence (> 0) where granted, minus one minus its busy time where held elsewhere, or the error.
-    const rs = replies.map((r) =>
-      r instanceof Error
-        ? r
-        : (r as { fence?: number; retryMs: number }).fence ?? -1 - (r as { retryMs: number }).retryMs
-    );
     const fences = rs.filter((r): r is number => typeof r === "number" && r > 0);
     // Validity: what is left of the lease after the time the attempt took and the clock-drift allowance.
     if (fences.length >= group.quorum && o.ms - (performance.now() - t0) - drift(o.ms) > 0) {

@@ -1,12 +1,18 @@
 // Argument checks shared by every entry point; they run before any Redis command.
 import type { AcquireOptions, CallOptions, KeyOptions, Lease } from "./lease.ts";
-import type { Kind } from "./_protocol.ts";
+import type { Resolved } from "./_types.ts";
+import {
+  DEFAULT_CLAIM_MS,
+  DEFAULT_PREFIX,
+  DEFAULT_REPLICA_TIMEOUT_MS,
+  DEFAULT_RETRY_DELAY_MS,
+  DEFAULT_WAIT_MS,
+  DEFAULT_WATCHDOG_MS,
+  defaultNodeTimeoutMs,
+} from "./_defaults.ts";
+import { kindOf } from "./_protocol.ts";
 import { MAX_TIMER_MS } from "./_timers.ts";
 
-export const DEFAULT_PREFIX = "redlease";
-export const DEFAULT_WATCHDOG_MS = 30_000;
-export const DEFAULT_WAIT_MS = 10_000;
-export const DEFAULT_CLAIM_MS = 1_000;
 const MAX_NAME = 1024;
 const MAX_OWNER = 512;
 /** The longest `label` (what inspect() shows of a holder). */
@@ -95,33 +101,6 @@ export function checkLeaseMs(op: string, v: unknown): number {
   return checkInt(op, "leaseMs", v, 1);
 }
 
-/** Options resolved and checked. */
-export interface Resolved {
-  readonly name: string;
-  readonly prefix: string;
-  /** Lease TTL to set in ms (the fixed lease, or the watchdog period). */
-  readonly ms: number;
-  readonly watchdog: boolean;
-  readonly waitMs: number;
-  readonly signal: AbortSignal | undefined;
-  readonly owner: string | undefined;
-  /** Whether `owner` is a Lease's owner, kept exactly (a string given is scoped to the client). */
-  readonly exactOwner: boolean;
-  /** What a new owner carries after its id (see newOwner), or undefined. */
-  readonly label: string | undefined;
-  readonly replicas: number;
-  readonly replicaTimeoutMs: number;
-  readonly nodeTimeoutMs: number;
-  readonly retryDelayMs: number;
-  readonly claimMs: number;
-  /** The lock delay in ms (0: none). */
-  readonly lockDelayMs: number;
-  /** How the hold shares the lease: "x" exclusive, "s" shared, "p<n>" one of n permits. */
-  readonly kind: Kind;
-  /** A leadership (campaign): its events say so. */
-  readonly leader?: boolean;
-}
-
 export function resolveAcquire(
   op: string,
   name: unknown,
@@ -187,26 +166,27 @@ export function resolveAcquire(
     }
   }
   const replicas = checkInt(op, "replicas", o.replicas ?? 0, 0, 100);
-  const replicaTimeoutMs = checkInt(op, "replicaTimeoutMs", o.replicaTimeoutMs ?? 1_000, 1, 60_000);
+  const replicaTimeoutMs = checkInt(
+    op,
+    "replicaTimeoutMs",
+    o.replicaTimeoutMs ?? DEFAULT_REPLICA_TIMEOUT_MS,
+    1,
+    60_000,
+  );
   const nodeTimeoutMs = checkInt(
     op,
     "nodeTimeoutMs",
-    o.nodeTimeoutMs ?? Math.min(ms, Math.max(5, Math.min(50, Math.floor(ms / 200)))),
+    o.nodeTimeoutMs ?? defaultNodeTimeoutMs(ms),
     1,
     ms,
   );
-  const retryDelayMs = checkInt(op, "retryDelayMs", o.retryDelayMs ?? 100, 1, 60_000);
+  const retryDelayMs = checkInt(op, "retryDelayMs", o.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS, 1, 60_000);
   const claimMs = checkInt(op, "claimMs", o.claimMs ?? DEFAULT_CLAIM_MS, 10, 60_000);
   const lockDelayMs = checkInt(op, "lockDelayMs", o.lockDelayMs ?? 0, 0);
-  let kind: Kind = "x";
-  if (o.shared !== undefined && o.shared !== false) {
-    if (o.shared !== true) fail(op, "shared", "must be a boolean", o.shared);
-    kind = "s";
-  }
-  if (o.permits !== undefined) {
-    if (kind === "s") fail(op, "permits", "cannot be combined with 'shared'", o.permits);
-    kind = `p${checkInt(op, "permits", o.permits, 1, MAX_PERMITS)}`;
-  }
+  const shared = o.shared !== undefined && o.shared !== false;
+  if (shared && o.shared !== true) fail(op, "shared", "must be a boolean", o.shared);
+  if (o.permits !== undefined && shared) fail(op, "permits", "cannot be combined with 'shared'", o.permits);
+  const kind = kindOf(shared, o.permits === undefined ? undefined : checkInt(op, "permits", o.permits, 1, MAX_PERMITS));
   signal?.throwIfAborted();
   return {
     claimMs,

@@ -5,7 +5,7 @@ import { keysOf, proclaimCall } from "./_protocol.ts";
 import { checkValue, fail, resolveAcquire } from "./_validate.ts";
 import { LockTimeoutError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
-import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 
 /** Options of {@linkcode campaign}: those of `acquire` (an exclusive lease), a value to proclaim at once. */
 export interface CampaignOptions extends Omit<AcquireOptions, "shared" | "permits"> {

@@ -1,40 +1,10 @@
-import { type RedisLike, stateOf } from "./_client.ts";
-import { checkClient } from "./_client.ts";
+import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { fail } from "./_validate.ts";
 import type { LeaseEventHandler } from "./events.ts";
+import type { Logger } from "./_types.ts";
 
 export type * from "./events.ts";
-
-/**
- * Where redlease's own messages go: the warnings it cannot throw (a risky server setting, a lease that could not be
- * given back and will lapse by its TTL) and, if `debug` is there, what it retries by itself (a renewal that failed
- * and is tried again, a lease lost). Errors the caller can act on are still thrown or given as `lease.signal`'s
- * reason; the logger only adds a record. `console` fits, and so does any logger with these two methods.
- *
- * @example Route redlease's warnings into your logger, with their details as fields
- * ```ts
- * import { configure } from "redlease";
- * configure(client, { logger: { warn: (message, details) => log.warn({ ...details, lib: "redlease" }, message) } });
- * ```
- */
-export interface Logger {
-  /** Something an operator should see: a server setting that can lose leases, a give-back that never got through. */
-  warn(message: string, details: LogDetails): void;
-  /** What redlease handles by itself (a renewal retried, a lease lost: its signal has aborted). Off unless given. */
-  debug?(message: string, details: LogDetails): void;
-}
-
-/** The facts of a {@linkcode Logger} message, as fields. */
-export interface LogDetails {
-  /** The lease name the message is about, if any. */
-  readonly name?: string;
-  /** The error behind it, if any. */
-  readonly error?: unknown;
-  /** The Redis `maxmemory-policy`, for the eviction warning. */
-  readonly policy?: string;
-  /** For a lost lease: why (see `LeaseLostError.why`). */
-  readonly why?: string;
-}
+export type { LogDetails, Logger } from "./_types.ts";
 
 /** Options of {@linkcode configure}. */
 export interface ConfigureOptions {

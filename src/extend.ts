@@ -1,4 +1,4 @@
-import { MIN_CALL_MS } from "./_hold.ts";
+import { heldCallUntil } from "./_defaults.ts";
 import { checkCallOptions, checkLeaseMs } from "./_validate.ts";
 import type { CallOptions, Lease } from "./lease.ts";
 import { checkLease } from "./_acquire.ts";
@@ -41,7 +41,7 @@ export async function extend(lease: Lease, leaseMs?: number, options?: CallOptio
   const timeoutMs = checkCallOptions("extend lease", options);
   if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
   const t0 = performance.now();
-  const until = t0 + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - t0));
+  const until = heldCallUntil(t0, hold.deadline, timeoutMs);
   let held: boolean;
   try {
     held = await hold.target.renew(hold, ms, { until, name: hold.name, signal: hold.ending }, true);

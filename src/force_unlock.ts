@@ -2,9 +2,10 @@ import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { forceUnlockCall, keysOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
 import type { CallOptions, KeyOptions } from "./lease.ts";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 
-/** How long forceUnlock() and inspect() wait for Redis by default, ms. */
-export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
+// (Exported from the package since forceUnlock() came with it: it stays, defined with the other defaults.)
+export { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 
 /**
  * Remove every hold of every owner of the lease `name` — an operator's tool for a stuck lease. The fence record

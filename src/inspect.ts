@@ -1,7 +1,7 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
-import { inspectCall, keysOf, labelOf } from "./_protocol.ts";
+import { inspectCall, keysOf, kindName, labelOf, permitsOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
-import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import type { CallOptions, KeyOptions, LeaseKind } from "./lease.ts";
 
 /** One holder of a lease, as {@linkcode inspect} reports it. */
@@ -92,15 +92,15 @@ export async function inspect(
       owner: h.owner,
       label: labelOf(h.owner),
       holds: h.holds,
-      kind: h.kind === "x" ? "exclusive" : h.kind === "s" ? "shared" : "permit",
+      kind: kindName(h.kind),
       remainingMs: Math.max(0, inDelay ? h.pttl + h.lockDelayMs : h.pttl),
       lockDelayMs: h.lockDelayMs,
     });
   }
   const held = owners.length > 0;
   const delayMs = delayed.length > 0 ? Math.max(...delayed.map((o) => o.remainingMs)) : 0;
-  const kind = r.mode === "x" ? "exclusive" : r.mode === "s" ? "shared" : "permits";
-  const permits = kind === "permits" ? Number(r.mode.slice(1)) : undefined;
+  const kind = kindName(r.mode, "permits");
+  const permits = permitsOf(r.mode);
   const remainingMs = held ? Math.max(...owners.map((o) => o.remainingMs)) : 0;
   return { name, held, kind, permits, owners, remainingMs, fence: r.fence, waiters: r.waiters, delayed, delayMs };
 }

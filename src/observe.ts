@@ -1,8 +1,9 @@
-import { bounded, checkClient, type RedisLike, stateOf } from "./_client.ts";
+import { checkClient, type RedisLike, stateOf } from "./_client.ts";
+import { bounded } from "./_connection.ts";
 import { electionChannelOf, keysOf, labelOf, leaderCall } from "./_protocol.ts";
 import { nap } from "./_timers.ts";
 import { checkName, checkPrefix, fail } from "./_validate.ts";
-import { DEFAULT_CALL_TIMEOUT_MS } from "./force_unlock.ts";
+import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import type { KeyOptions } from "./lease.ts";
 
 /** An election's state, as {@linkcode observe} reports it. */

@@ -1,6 +1,6 @@
 import { checkLease } from "./_acquire.ts";
 import { ClientState } from "./_client.ts";
-import { MIN_CALL_MS } from "./_hold.ts";
+import { heldCallUntil } from "./_defaults.ts";
 import { LeaseGroup } from "./_group.ts";
 import { proclaimCall } from "./_protocol.ts";
 import { checkCallOptions, checkValue, fail } from "./_validate.ts";
@@ -36,7 +36,7 @@ export async function proclaim(lease: Lease, value: string, options?: CallOption
   const hold = lease.hold;
   if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
   const now = performance.now();
-  const bound = { until: now + (timeoutMs ?? Math.max(MIN_CALL_MS, hold.deadline - now)), name: hold.name };
+  const bound = { until: heldCallUntil(now, hold.deadline, timeoutMs), name: hold.name };
   const st = hold.target;
   if (!(st instanceof ClientState)) fail(op, "lease", "must be on one Redis (not a Redlock group)", lease);
   const ok = await proclaimCall(st, hold.keys, { owner: hold.owner, term: hold.fenceText, value }, bound);

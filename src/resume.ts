@@ -1,10 +1,12 @@
 import { acquireResolved, ownerOf } from "./_acquire.ts";
-import { ACQUIRE_GRACE_MS, checkClient, type RedisLike, stateOf } from "./_client.ts";
-import { emit } from "./_events.ts";
+import { checkClient, type RedisLike, stateOf } from "./_client.ts";
+import { ACQUIRE_GRACE_MS, DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
+import { emit } from "./_log.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
-import { extendCall, holdId, keysOf, parseToken } from "./_protocol.ts";
-import { checkCallOptions, fail, resolveAcquire, type Resolved } from "./_validate.ts";
-import { LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
+import { asLockTimeout, extendCall, holdId, keysOf, parseToken } from "./_protocol.ts";
+import type { Resolved } from "./_types.ts";
+import { checkCallOptions, fail, resolveAcquire } from "./_validate.ts";
+import { LeaseLostError, LockTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, CallOptions, Lease } from "./lease.ts";
 
 /** Options of {@linkcode resume}: how the new process keeps the hold, and how long to wait for Redis. */
@@ -60,7 +62,7 @@ export function resume(client: RedisLike, token: string, options?: ResumeOptions
     checkClient("resume lease", client);
     const t = parseToken(token);
     if (!t) fail("resume lease", "token", "must be a lease.token", token);
-    const timeoutMs = checkCallOptions("resume lease", options) ?? DEFAULT_RESUME_TIMEOUT_MS;
+    const timeoutMs = checkCallOptions("resume lease", options) ?? DEFAULT_CALL_TIMEOUT_MS;
     const o = options ?? {};
     const r = resolveAcquire("resume lease", t.name, {
       leaseMs: o.leaseMs,
@@ -75,9 +77,6 @@ export function resume(client: RedisLike, token: string, options?: ResumeOptions
     return Promise.reject(e);
   }
 }
-
-/** How long resume() waits for Redis by default, ms. */
-const DEFAULT_RESUME_TIMEOUT_MS = 5_000;
 
 async function resumeResolved(
   client: RedisLike,
@@ -106,7 +105,7 @@ async function resumeResolved(
     held = await extendCall(st, t.keys, { kind: t.kind, owner: t.owner, ms: o.ms, fence: t.fenceText }, bound);
   } catch (e) {
     if (o.signal?.aborted) throw o.signal.reason;
-    throw e instanceof RedisTimeoutError ? new LockTimeoutError(o.name, -1, performance.now() - t0, { cause: e }) : e;
+    throw asLockTimeout(e, o.name, performance.now() - t0);
   }
   if (held !== true) throw new LeaseLostError(o.name, "not-held");
   const g = { kind: t.kind, keys: t.keys, name: o.name, owner: t.owner, fence: t.fence, fenceText: t.fenceText };

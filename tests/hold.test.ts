@@ -2,7 +2,7 @@
 // without sleeping (as std's retry_test.ts tests timing).
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { Bound } from "../src/_client.ts";
+import type { Bound } from "../src/_types.ts";
 import type { Logger } from "../src/configure.ts";
 import { type Clock, drift, grant, type Hold, type LeaseImpl, releaseHandle, type Target } from "../src/_hold.ts";
 import { keysOf } from "../src/_protocol.ts";

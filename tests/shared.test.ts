@@ -19,7 +19,8 @@ import {
 } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
 import { type ClientState, stateOf } from "../src/_client.ts";
-import { acquireCall, attemptId, keysOf, type Kind, type QueueEntry, releaseCall } from "../src/_protocol.ts";
+import { acquireCall, attemptId, keysOf, type QueueEntry, releaseCall } from "../src/_protocol.ts";
+import type { Kind } from "../src/_types.ts";
 import { abortedWithin, type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;

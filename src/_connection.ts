@@ -1,0 +1,353 @@
+// A client's connection to one Redis, as redlease uses it: running scripts (EVALSHA, the text sent once after
+// NOSCRIPT, commands Redis did not run sent again) within a bound, and listening on waiter channels over the driver's
+// pub/sub. It knows scripts, keys and channels, never what a lease is: the holds of a client are ClientState's
+// (_client.ts), and what the scripts mean is _protocol.ts's.
+import type { Bound, LeaseKeys, Logger } from "./_types.ts";
+import { PAUSE_GRACE_MS } from "./_defaults.ts";
+import { log } from "./_log.ts";
+import type { Script } from "./_scripts.ts";
+import { channelOf, parseMessage, type ScriptRunner, type WaiterMessage } from "./_protocol.ts";
+import { RedisTimeoutError } from "./errors.ts";
+import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
+import type { Driver } from "./driver.ts";
+
+/**
+ * Settle as `p` does, or reject when the bound passes (RedisTimeoutError) or its signal aborts (its reason),
+ * whichever comes first. A bound passes only once the process has been looking for the reply until then: a reply
+ * that came while it was busy (a pause that spans the bound) counts (see schedule()'s `patience`); `abort` (when given) is aborted too, so an abortable driver stops waiting as well.
+ * `decode` maps the value inside the same step (a throw rejects), and `recover` may turn a rejection of `p` into
+ * another attempt (`over` tells it whether the call has settled meanwhile: the caller gave up, and nothing may be
+ * sent for it any more): a script call is then one promise from the driver's reply to the caller's value.
+ */
+export function bounded<T, R = T>(
+  p: Promise<T>,
+  b: Bound | undefined,
+  abort?: AbortController,
+  decode?: (v: T) => R,
+  recover?: (e: unknown, over: () => boolean) => Promise<T>,
+): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    const s = b?.signal;
+    let due: Due | undefined;
+    let done = false;
+    const settle = (failed: boolean, v: unknown) => {
+      done = true;
+      if (due) cancel(due);
+      s?.removeEventListener("abort", onAbort);
+      if (failed) {
+        abort?.abort(v);
+        return reject(v);
+      }
+      try {
+        resolve(decode ? decode(v as T) : v as R);
+      } catch (e) {
+        reject(e);
+      }
+    };
+    const onAbort = () => settle(true, s!.reason);
+    if (s?.aborted) {
+      p.then(undefined, () => {}); // sent already: its failure is nobody's now, and must not go unhandled
+      return onAbort();
+    }
+    if (b && b.until !== Infinity) {
+      const ms = Math.max(0, Math.round(b.until - performance.now()));
+      // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
+      // Patient: a reply that came while the process was busy past the bound is read before it counts as none, and
+      // a command the pause kept from going out gets a round trip (no more than its whole bound).
+      const patience = Math.max(1, Math.min(ms, PAUSE_GRACE_MS));
+      due = schedule(b.until, () => settle(true, new RedisTimeoutError(b.name, ms)), patience);
+    }
+    s?.addEventListener("abort", onAbort, { once: true });
+    const ok = (v: T) => settle(false, v), failed = (e: unknown) => settle(true, e);
+    p.then(ok, recover ? (e) => recover(e, () => done).then(ok, failed) : failed);
+  });
+}
+
+function errorCode(e: unknown): string {
+  return e instanceof Error ? e.message.slice(0, e.message.indexOf(" ") >>> 0) : "";
+}
+
+interface Channel {
+  /** Its name (see channelOf). */
+  readonly channel: string;
+  /** Attempt id → its waiter; and "" → a no-op, so that the Map never empties (see listen()). */
+  readonly waiters: Map<string, (message: WaiterMessage) => void>;
+  readonly listener: (message: string) => void;
+  readonly ready: Promise<void>;
+  /** Waiters plus holds that came through the queue: the subscription is kept while any remain. */
+  refs: number;
+  /** Set once `ready` has resolved. */
+  up: boolean;
+  /** Set while relisten() subscribes it again; and when it last did (performance.now() clock). */
+  relistening?: boolean;
+  relistenedAt?: number;
+}
+
+/** One script call, for what follows when it fails (see ClientState#recover). */
+interface ScriptCall {
+  readonly script: Script;
+  readonly keys: readonly string[];
+  readonly args: string[];
+  readonly signal: AbortSignal | undefined;
+  readonly bound: Bound | undefined;
+  /** The send of the script's text known when the latest EVALSHA left. */
+  seen?: Promise<unknown>;
+  /** When its first failure came: the time left from then is what a timeout's message reports. */
+  start?: number;
+  tries: number;
+  waits: number;
+  own: boolean;
+}
+
+/** Until configure() says otherwise: warnings to the console, as they are. */
+const defaultLogger: Logger = { warn: (message) => console.warn(message) };
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** One Redis as a client reaches it: scripts run within bounds, and waiter channels (see the module's comment). */
+export class Connection implements ScriptRunner {
+  /** Identifies this client's waiters in queues and names its grant channels. */
+  readonly id: string = crypto.randomUUID().replaceAll("-", "");
+  /** Run when the subscriber connection is back after a drop (messages may have been lost): observers re-read. */
+  readonly resubscribed: Set<() => void> = new Set();
+  /** The command release scripts notify waiters with. */
+  readonly publish: string;
+  /** Per script SHA1: the latest send of its text in full, settling (never rejecting) when that send ends. */
+  #sent = new Map<string, Promise<unknown>>();
+  /**
+   * The waiter channels subscribed or being subscribed, keyed by their lease's key (`keys.hash`: one channel per
+   * lease and client, and shorter to hash than the channel's name, which each record keeps for UNSUBSCRIBE).
+   */
+  #channels = new Map<string, Channel>();
+  #checked = false;
+  /** Where this client's messages go (see configure()). */
+  logger: Logger | null = defaultLogger;
+
+  constructor(readonly driver: Driver) {
+    this.publish = driver.sharded ? "SPUBLISH" : "PUBLISH";
+    driver.onResubscribed?.(() => {
+      for (const fn of this.resubscribed) fn();
+      for (const c of this.#channels.values()) for (const [attempt, fn] of c.waiters) fn({ kind: "check", attempt });
+    });
+  }
+
+  /** Whether waiters can be woken by messages (else they poll). */
+  get canListen(): boolean {
+    return typeof this.driver.subscribe === "function";
+  }
+
+  /**
+   * Run a script (see #send), bounded by `bound`, and `decode` its reply in the same step (the hot paths). The first call of a client is followed, never
+   * preceded, by the eviction check: the first lease waits for no round trip but its own.
+   */
+  run<R = unknown>(
+    script: Script,
+    keys: readonly string[],
+    args: string[],
+    bound?: Bound,
+    decode?: (reply: unknown) => R,
+  ): Promise<R> {
+    // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
+    const abort = bound && this.driver.abortable ? new AbortController() : undefined;
+    const call: ScriptCall = { script, keys, args, signal: abort?.signal, bound, tries: 0, waits: 0, own: false };
+    const r = bounded(this.#send(call), bound, abort, decode, (e, over) => this.#recover(e, call, over));
+    if (!this.#checked) {
+      this.#checked = true;
+      // A timer turn after the call (its NOSCRIPT recovery included), so the caller has its lease before INFO goes out.
+      const check = () => void unrefTimeout(() => void this.#checkEviction(keys[0]), 0);
+      r.then(check, check);
+    }
+    return r;
+  }
+
+  /**
+   * EVALSHA; what follows its failure is `#recover`. After NOSCRIPT (a server that never ran the script, a flush,
+   * restart or failover, a slot moved to another master) the script's text is sent, lazily and once: EVAL
+   * (`evalSource`), which runs this call and leaves the script cached, or else SCRIPT LOAD and EVALSHA again. When
+   * another call started sending the text after this call's EVALSHA left (the NOSCRIPT may predate that send), this
+   * call waits for that send to end and EVALSHAs again instead, so concurrent first calls send the text once. It
+   * only waits, never takes that send's outcome: a send carrying another caller's signal can cost it a round trip
+   * when aborted, never fail it. What Redis did not run is sent again while the caller waits: TRYAGAIN (a multi-key
+   * command during a slot migration), CLUSTERDOWN (a cluster master failed and is not replaced yet), and what the
+   * driver says never reached Redis (`unsent`: queued for a cluster node the client has since dropped).
+   * Nothing is sent again once the caller has given up (bounded() timed out or its signal aborted): the caller's undo
+   * may already be on its way, and a command sent after it would run after it. The call then fails as its bound
+   * would have failed it.
+   */
+  #send(call: ScriptCall): Promise<unknown> {
+    call.seen = this.#sent.get(call.script.sha);
+    try {
+      return this.driver.evalScript(call.script.sha, call.keys, call.args, call.signal);
+    } catch (e) {
+      return Promise.reject(e); // a driver that throws instead of rejecting fails the call the same way
+    }
+  }
+
+  async #recover(e: unknown, call: ScriptCall, over: () => boolean): Promise<unknown> {
+    const d = this.driver, { script: { sha, source, name }, keys, args, signal, bound: b } = call;
+    // Given up once bounded() settled, not once the bound's time passed: a call whose bound passed while the process
+    // was busy is still waited for (see bounded()), and its undo is sent only after it settles.
+    const stop = () =>
+      b?.signal?.aborted
+        ? b.signal.reason
+        : b && over()
+        ? new RedisTimeoutError(b.name, Math.round(b.until - call.start!))
+        : undefined;
+    call.start ??= performance.now();
+    const again = () => {
+      const stopped = stop();
+      return stopped ? Promise.reject(stopped) : this.#send(call).catch((x) => this.#recover(x, call, over));
+    };
+    if (!call.own && errorCode(e) === "NOSCRIPT") {
+      const last = this.#sent.get(sha);
+      if (last && last !== call.seen && call.waits++ < 8) return last.then(again);
+      const stopped = stop();
+      if (stopped) throw stopped;
+      call.own = true;
+      const text = d.evalSource ? d.evalSource(source, keys, args, signal) : d.loadScript(source, keys[0], signal);
+      this.#sent.set(sha, text.catch(() => {}));
+      try {
+        const r = await text;
+        if (d.evalSource) return r;
+        if (r !== sha) throw new Error(`SCRIPT LOAD of ${name} returned ${r}, expected ${sha}`);
+        return again(); // loaded: a NOSCRIPT now fails the call
+      } catch (x) {
+        call.own = false; // TRYAGAIN: neither run nor cached, start over; anything else is thrown below
+        e = x;
+      }
+    }
+    // Not run: sent again while the caller waits (an unbounded call 100 times at most).
+    const code = errorCode(e);
+    const ms = code === "TRYAGAIN" || d.unsent?.(e) ? 20 : code === "CLUSTERDOWN" ? 100 : 0;
+    if (!ms || (call.tries++ >= 100 && !(b && b.until < Infinity)) || signal?.aborted) throw e;
+    await sleep(ms);
+    return again();
+  }
+
+  /**
+   * Lease keys always carry a TTL, so `volatile-*` (and `allkeys-*`) eviction policies may evict them under
+   * memory pressure and free a lease early. Warn once per client; the holder learns of such a loss at its next
+   * renewal, like any other.
+   */
+  async #checkEviction(key: string): Promise<void> {
+    try {
+      const info = String(await this.driver.command?.(key, ["INFO", "memory"]) ?? "");
+      // Warn on the policy even while maxmemory is 0: a limit can be set at run time (CONFIG SET), and a
+      // lease evicted then is lost early.
+      const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
+      if (policy && policy !== "noeviction") {
+        log(
+          this.logger,
+          "warn",
+          `redlease: maxmemory-policy ${policy} lets Redis evict a lease early; use noeviction`,
+          { policy },
+        );
+      }
+    } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
+  }
+
+  /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */
+  async waitReplicas(key: string, replicas: number, timeoutMs: number, bound: Bound): Promise<number> {
+    if (!this.driver.command) throw new TypeError("Cannot wait for replicas as this client's driver has no 'command'");
+    return Number(await bounded(this.driver.command(key, ["WAIT", String(replicas), String(timeoutMs)]), bound));
+  }
+
+  /**
+   * Whether this client is subscribed to the waiter channel of the lease at `keys` (it has waited there recently):
+   * wait without a plain try.
+   */
+  subscribed(keys: LeaseKeys): boolean {
+    return this.#channels.size > 0 && this.#channels.has(keys.hash);
+  }
+
+  /**
+   * Route the messages for attempt `wid` on the waiter channel of the lease at `keys` to `onMessage`. The first
+   * waiter on a channel subscribes; a waiter listens once the subscription is up, so that it is listening before it
+   * queues: returns the function that removes this waiter, at once when the channel is subscribed already (a
+   * contended loop), else once it is.
+   */
+  listen(
+    keys: LeaseKeys,
+    wid: string,
+    onMessage: (message: WaiterMessage) => void,
+  ): (() => void) | Promise<() => void> {
+    const key = keys.hash;
+    let ch = this.#channels.get(key);
+    if (!ch) {
+      const channel = channelOf(keys, this.id);
+      // (A sentinel entry, as in holdMap(): a Map emptied and filled again by every contended acquisition would be
+      // shrunk and grown each time. No attempt id is empty.)
+      const waiters = new Map<string, (message: WaiterMessage) => void>([["", () => {}]]);
+      const listener = (text: string) => {
+        const m = parseMessage(text);
+        if (m) waiters.get(m.attempt)?.(m);
+      };
+      const c: Channel = ch = {
+        channel,
+        waiters,
+        listener,
+        ready: this.driver.subscribe!(channel, listener),
+        refs: 0,
+        up: false,
+      };
+      c.ready.then(() => void (c.up = true), () => {});
+      this.#channels.set(key, ch);
+    }
+    const c = ch;
+    c.waiters.set(wid, onMessage);
+    const unref = this.retain(keys);
+    const leave = () => {
+      if (c.waiters.delete(wid)) unref();
+    };
+    return c.up ? leave : c.ready.then(() => leave, (e) => {
+      if (this.#channels.get(key) === c) this.#channels.delete(key);
+      c.waiters.delete(wid);
+      throw e;
+    });
+  }
+
+  /**
+   * Subscribe the waiter channel of the lease at `keys` again, then have its waiters re-check (a message may have been
+   * missed meanwhile): a waiter found its queue entry gone while it had heard no grant, dropped as dead because a
+   * grant sent on the channel reached no subscriber of this client. Redis drops the sharded subscriptions of a slot that moves to another
+   * master (and node-redis v4 does not make them again), so without this such a waiter would be dropped at every
+   * handoff until its wait ran out. One at a time per channel; a channel dropped meanwhile is unsubscribed again.
+   */
+  relisten(keys: LeaseKeys): void {
+    const key = keys.hash, c = this.#channels.get(key), d = this.driver, now = performance.now();
+    // (At most once a second per channel: a subscription that was fine costs two commands, never a storm.)
+    if (!c || !c.up || c.relistening || !d.unsubscribe || now - (c.relistenedAt ?? -Infinity) < 1_000) return;
+    c.relistening = true;
+    c.relistenedAt = now;
+    d.unsubscribe(c.channel, c.listener).catch(() => {})
+      .then(() => d.subscribe!(c.channel, c.listener))
+      .then(() => {
+        c.relistening = false;
+        if (this.#channels.get(key) !== c) return void d.unsubscribe?.(c.channel, c.listener).catch(() => {});
+        for (const [attempt, fn] of c.waiters) fn({ kind: "check", attempt });
+      }, () => void (c.relistening = false));
+  }
+
+  /**
+   * Keep the waiter channel of the lease at `keys` subscribed until the returned function is called (once). When
+   * the last reference goes, the subscription is dropped once the current microtasks have run, unless it is retained
+   * again by then: a holder that releases and at once waits again (a contended loop) keeps its subscription instead
+   * of paying UNSUBSCRIBE + SUBSCRIBE per acquisition. (Not a 0 ms timer: cleared, it would still wake the process
+   * when due, one needless wake-up per contended acquisition.)
+   */
+  retain(keys: LeaseKeys): () => void {
+    const key = keys.hash, c = this.#channels.get(key)!;
+    c.refs++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--c.refs > 0) return;
+      afterMicrotasks(() => {
+        if (c.refs > 0 || this.#channels.get(key) !== c) return;
+        this.#channels.delete(key);
+        c.ready.then(() => this.driver.unsubscribe?.(c.channel, c.listener)).catch(() => {});
+      });
+    };
+  }
+}
