@@ -10,6 +10,8 @@
  * each runtime running `--jobs` files at once (every file starts its own throwaway servers on free ports and shares
  * nothing with another file). Each lane's output is printed whole when it ends, one lane after another.
  *
+ * Files named `*.alone.test.ts` (real-time bounds of a few ms) run after that, alone, one runtime after another.
+ *
  * `--quick` (`npm run test:quick`): the behavioural files on Node only, no checks, no Node-only files (the chaos
  * subset, the package, the demo, the topologies too slow to run three times): an answer in under two minutes.
  */
@@ -35,9 +37,13 @@ if (!Number.isInteger(jobs) || jobs < 1) {
   throw new TypeError(`--jobs must be a positive integer: current value is ${jobs}`);
 }
 
-// `*.test.ts` runs on every runtime; `*.node.test.ts` (topologies too slow to run three times) on Node only.
+// `*.test.ts` runs on every runtime; `*.node.test.ts` (topologies too slow to run three times) on Node only;
+// `*.alone.test.ts` (tests whose subject is real time: bounds of a few ms around a busy event loop) on every runtime,
+// one runtime after another once every other file has run, with nothing else running.
 const allFiles = readdirSync(join(root, "tests")).filter((f) => f.endsWith(".test.ts")).sort().map((f) => `tests/${f}`);
-const testFiles = allFiles.filter((f) => !f.endsWith(".node.test.ts"));
+const aloneFiles = allFiles.filter((f) => f.endsWith(".alone.test.ts"));
+const nodeFiles = allFiles.filter((f) => !aloneFiles.includes(f));
+const testFiles = nodeFiles.filter((f) => !f.endsWith(".node.test.ts"));
 // The JSR entry points (deno.json "exports"), each doc-linted as users of that entry see it.
 const jsrEntries: string[] = Object.values(JSON.parse(readFileSync(join(root, "deno.json"), "utf8")).exports);
 
@@ -72,28 +78,30 @@ interface Count {
 
 const runtimes: Record<
   string,
-  { cmd: string; args: string[]; env?: Record<string, string>; parse(out: string): Count }
+  {
+    cmd: string;
+    args(files: string[], jobs: number): string[];
+    env?: Record<string, string>;
+    parse(out: string): Count;
+  }
 > = {
   node: {
     cmd: process.execPath,
-    args: [
-      "--import",
-      "tsx",
-      "--test",
-      `--test-concurrency=${jobs}`,
-      "--test-reporter=spec",
-      ...(quick ? testFiles : allFiles),
-    ],
+    args: (
+      files,
+      jobs,
+    ) => ["--import", "tsx", "--test", `--test-concurrency=${jobs}`, "--test-reporter=spec", ...files],
     parse: (out) => ({ passed: num(out, /^ℹ pass (\d+)/m), failed: num(out, /^ℹ fail (\d+)/m) }),
   },
   bun: {
     cmd: bin("bun"),
-    args: ["test", "--timeout", "120000", `--parallel=${jobs}`, ...testFiles.map((f) => `./${f}`)],
+    // (--parallel=1 is one worker process, which runs the files one after another.)
+    args: (files, jobs) => ["test", "--timeout", "120000", `--parallel=${jobs}`, ...files.map((f) => `./${f}`)],
     parse: (out) => ({ passed: num(out, /^\s*(\d+) pass$/m), failed: num(out, /^\s*(\d+) fail$/m) }),
   },
   deno: {
     cmd: bin("deno"),
-    args: ["test", "-A", "--parallel", ...testFiles],
+    args: (files, jobs) => ["test", "-A", ...(jobs > 1 ? ["--parallel"] : []), ...files],
     env: { DENO_JOBS: String(jobs) },
     // "ok | 5 passed (64 steps) | 0 failed": every test sits in a describe() block, so steps are the tests.
     parse: (out) => {
@@ -166,15 +174,17 @@ async function runChecks(built: () => void): Promise<void> {
   }
 }
 
-async function runSuite(name: string): Promise<void> {
+async function runSuite(name: string, files: string[], jobs: number, what = ""): Promise<void> {
   const rt = runtimes[name];
-  const r = await sh(rt.cmd, rt.args, rt.env);
-  console.log(`\n=== tests on ${name} (${secs(r.ms)})\n${r.out.trimEnd()}`);
+  const r = await sh(rt.cmd, rt.args(files, jobs), rt.env);
+  console.log(`\n=== tests on ${name}${what} (${secs(r.ms)})\n${r.out.trimEnd()}`);
   const c = rt.parse(r.out);
   if (r.code !== 0 && c.failed === 0) c.failed = 1; // a crash is a failure even if nothing was counted
   if (c.passed === 0) c.failed = Math.max(c.failed, 1); // running no test is a failure
   failures += c.failed;
-  summary.push(`${c.failed === 0 ? "ok  " : "FAIL"} ${name}: ${c.passed} passed, ${c.failed} failed (${secs(r.ms)})`);
+  summary.push(
+    `${c.failed === 0 ? "ok  " : "FAIL"} ${name}${what}: ${c.passed} passed, ${c.failed} failed (${secs(r.ms)})`,
+  );
   passed += c.passed;
 }
 let passed = 0;
@@ -188,10 +198,16 @@ const lanes: Promise<void>[] = [];
 if (quick) built();
 else lanes.push(lane("checks", () => runChecks(built)));
 for (const name of only) {
+  const files = name === "node" && !quick ? nodeFiles : testFiles;
   // Node runs tests/package.node.test.ts, which builds dist/ as the checks' first step does: it waits for that.
-  lanes.push(lane(name, () => name === "node" ? isBuilt.then(() => runSuite(name)) : runSuite(name)));
+  const run = () => runSuite(name, files, jobs);
+  lanes.push(lane(name, () => name === "node" ? isBuilt.then(run) : run()));
 }
 await Promise.all(lanes);
+// Then the files about real time, alone: one runtime at a time, one file at a time.
+for (const name of only) {
+  await lane(`${name} (alone)`, () => runSuite(name, aloneFiles, 1, " (alone)"));
+}
 clearInterval(heartbeat);
 
 console.log(`\n=== summary (${secs(performance.now() - t0)})`);
