@@ -15,7 +15,8 @@ import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { startHttpBridge } from "../harness/http_bridge.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
 import { startChaosRedis } from "../chaos/_redis.ts";
-import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 let n = 0;
 const fresh = () => `fault-${++n}-${Math.random().toString(36).slice(2)}`;
@@ -82,7 +83,8 @@ describe("the fault contract", () => {
       const held = await acquire(admin, fresh()); // unrelated: admin's server stays up
       await release(held);
       process.kill(own.pid, "SIGKILL");
-      await sleep(100);
+      // Offline: the client has seen the connection drop (on a busy machine that takes more than any fixed wait).
+      await until("the client saw its connection drop", () => !c.isReady);
       const r = await settled(within(acquire(c, fresh(), { waitMs: 1_000 }), 10_000, "acquire"));
       assert.ok(r.error instanceof LockTimeoutError, `rejects with LockTimeoutError: ${r.error}`);
       assert.ok(r.ms < 2_000, `settled after ${Math.round(r.ms)} ms (waitMs 1000 + grace)`);
@@ -327,7 +329,7 @@ describe("the fault contract: review findings", () => {
     const x = await acquire(admin, name, { owner: "someone-else", leaseMs: 60_000 });
     const ac = new AbortController();
     const a1 = settled(acquire(client, name, { owner: "svc", claimMs: 300, signal: ac.signal }));
-    await sleep(200);
+    await waitUntil("A1 is queued", 10_000, async () => (await inspect(admin, name)).waiters === 1 || "not yet", 10);
     proxy.blackhole({ kind: "subscriber", direction: "down" }); // A1 never hears its grant
     await release(x);
     const a2 = await acquire(client, name, { owner: "svc", leaseMs: 10_000, waitMs: 0 }); // the owner re-enters

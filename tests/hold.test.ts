@@ -7,7 +7,6 @@ import type { Logger } from "../src/configure.ts";
 import { type Clock, drift, grant, type Hold, type LeaseImpl, releaseHandle, type Target } from "../src/_hold.ts";
 import { keysOf } from "../src/_protocol.ts";
 import type { LeaseLostError } from "../src/errors.ts";
-import { cancel, schedule } from "../src/_timers.ts";
 import { Waiter } from "../src/_waiter.ts";
 
 /** Time that moves only when the test says so; timers fire in order as it passes them. */
@@ -296,50 +295,5 @@ describe("Waiter (fake time)", () => {
     assert.equal(w.recheckAt, 5_000);
     assert.equal(w.state, "queued");
     assert.equal(woken, 1);
-  });
-});
-
-describe("the shared timer", () => {
-  test("an entry due at NaN runs at once, and does not keep later entries from running", async () => {
-    const ran: string[] = [];
-    const t0 = performance.now();
-    const never = schedule(t0 + 60_000, () => ran.push("never"));
-    schedule(Number.NaN, () => ran.push("nan"));
-    schedule(t0 + 30, () => ran.push("later"));
-    await new Promise((r) => setTimeout(r, 300));
-    cancel(never);
-    assert.deepEqual(ran, ["nan", "later"]);
-  });
-
-  test("a timeout found late waits again once only: a process that stays busy delays it by one patience", async () => {
-    const t0 = performance.now();
-    let timeout = -1;
-    const keepAlive = setInterval(() => {}, 1_000); // the shared timer is unref'd
-    schedule(t0 + 2, () => void (timeout = performance.now()), 20);
-    while (performance.now() < t0 + 10) { /* a pause past it: found late, it waits its patience again */ }
-    await new Promise((r) => setTimeout(r, 5));
-    const end = performance.now() + 40;
-    while (performance.now() < end) { /* busy again, past its second time */ }
-    await new Promise((r) => setTimeout(r, 60));
-    clearInterval(keepAlive);
-    assert.ok(timeout >= end && timeout < end + 15, `the timeout ran ${timeout - end} ms after the second pause`);
-  });
-
-  test("a timeout (with patience) found late waits its patience again; others run at once", async () => {
-    const t0 = performance.now();
-    let timeout = -1, plain = -1;
-    schedule(t0 + 2, () => void (timeout = performance.now()), 20);
-    schedule(t0 + 2, () => void (plain = performance.now()));
-    const end = t0 + 10;
-    while (performance.now() < end) { /* busy: a pause past both */ }
-    await new Promise((r) => setTimeout(r, 100));
-    assert.ok(plain >= end && plain < timeout, `plain ran ${plain - end} ms after the pause`);
-    assert.ok(timeout >= end + 20, `the timeout ran ${timeout - end} ms after the pause`);
-    // Found on time, a timeout still waits one turn (1 ms) for the replies that came meanwhile to be read.
-    const at = performance.now() + 5;
-    const keepAlive = setInterval(() => {}, 1_000); // the shared timer is unref'd
-    const ran = await new Promise<number>((r) => schedule(at, () => r(performance.now()), 20))
-      .finally(() => clearInterval(keepAlive));
-    assert.ok(ran >= at + 1, `ran ${ran - at} ms after its time`);
   });
 });

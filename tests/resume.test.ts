@@ -220,7 +220,7 @@ describe("owner scope, lease.token and resume()", () => {
       const single = await acquire(a, name, { owner: "w", leaseMs: 5_000 });
       const group = redlock([a, await others[0].client(), await others[1].client()]);
       // The group gets its majority from the two other masters; on `a` it is busy, not a re-entry of `single`.
-      const together = await acquire(group, name, { owner: "w", waitMs: 0, leaseMs: 5_000 });
+      const together = await acquire(group, name, { owner: "w", waitMs: 2_000, leaseMs: 5_000 });
       assert.notEqual(together.owner, single.owner);
       assert.deepEqual(holdsOf(await inspect(b, name)), [{ owner: single.owner, holds: 1 }]);
       await release(together);
