@@ -1,7 +1,7 @@
 // The Redis Cluster hash slot of a key: the repository's one CRC16. The ioredis adapter sends WAIT to the master of a
 // key's slot with it; the node-redis cluster driver (src/_node_redis.ts) picks a key of a live master's slots with
-// it, to have the client rediscover the slots; the test harness (tests/_servers/cluster.ts) finds which master owns
-// a key with it. It lives in src/ because shipped code needs it, and src/ never imports from tests/.
+// it, to have the client rediscover the slots; the test harness (harness/cluster.ts) finds which master owns
+// a key with it. It lives in src/ because shipped code needs it, and src/ never imports from the harness.
 
 const encoder = new TextEncoder();
 
