@@ -9,10 +9,13 @@ import {
   acquireSet as ACQUIRE_SET,
   extend as EXTEND,
   extendSet as EXTEND_SET,
+  FENCE_DIGITS,
+  FENCE_RETAIN_MS,
   forceUnlock as FORCE_UNLOCK,
   inspect as INSPECT,
   leader as LEADER,
   proclaim as PROCLAIM,
+  QUEUE_TTL_MS,
   release as RELEASE,
   releaseSet as RELEASE_SET,
 } from "./_scripts.ts";
@@ -24,10 +27,9 @@ import { LeaseKindError } from "./errors.ts";
  */
 export type Kind = "x" | "s" | `p${number}`;
 
-/** How long the grant record (the last fence) outlives a final release, ms. */
-export const FENCE_RETAIN_MS = 10_000;
-/** An idle wait queue expires after this long; every waiter refreshes it whenever it checks. */
-export const QUEUE_TTL_MS = 30_000;
+// FENCE_RETAIN_MS (how long the last fence outlives a final release) and QUEUE_TTL_MS (how long an idle wait queue
+// lives): numbers the scripts share, defined in lua/_constants.lua and generated into src/_scripts.ts.
+export { FENCE_RETAIN_MS, QUEUE_TTL_MS };
 
 /** The keys of one lease; all share the lease name as their hash tag (one cluster slot). */
 export interface LeaseKeys {
@@ -275,7 +277,7 @@ function refused(r: string): never {
  * that is not 1 to 16 digits.
  */
 export function fenceOf(text: string): number {
-  let v = text.length > 0 && text.length <= 16 ? 0 : NaN;
+  let v = text.length > 0 && text.length <= FENCE_DIGITS ? 0 : NaN;
   for (let i = 0; i < text.length; i++) {
     const d = text.charCodeAt(i) - 48;
     v = d >= 0 && d <= 9 ? v * 10 + d : NaN;
