@@ -28,11 +28,11 @@ local owner, ms, aid, entry, pub = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', ARG
 -- With a lock delay: the record says so, and its key lives the delay longer than the hold.
 local lag, ttl = ARGV[7], ms
 if lag then ttl = tonumber(ms) + tonumber(lag) end
--- @include _record.lua
--- @include _queue.lua
--- The uncontended path comes first and stays cheap (no closures but the helpers above): with no record and nobody
--- queued, SET ... NX GET takes the key in one call; otherwise it returns the record that is there. The fresh fence
--- is the server time in µs, written as TIME's seconds and zero-padded microseconds.
+-- The uncontended path comes first and stays cheap (no number conversions, no closures: held() is inlined, and
+-- each other helper is included just before the path that first needs it): with no record and nobody queued,
+-- SET ... NX GET takes the key in one call; otherwise it returns the record that is there. The fresh fence is the
+-- server time in µs, written as TIME's seconds and zero-padded microseconds.
+-- @include _record.lua (held)
 local t = redis.call('TIME')
 local us = t[2]
 if #us < 6 then us = string.rep('0', 6 - #us) .. us end
@@ -43,10 +43,12 @@ if not v then
   -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live.
   redis.call('DEL', h)
 end
+-- @include _record.lua (record)
+-- @include _queue.lua
 local now = tonumber(fresh)
 local fence, gid, c, by, gowner, smode, dly = record(v)
 -- Held by another owner, claimed or handed over and still within its claim window: the contended path, kept cheap
--- as well (no closures but the helpers above): the holder's PTTL, or what is left of an unclaimed grant's claim
+-- as well (no closures but record and busy): the holder's PTTL, or what is left of an unclaimed grant's claim
 -- window. Past that window, the slow path takes it back (or, with a lock delay, waits for its end). A hold in its
 -- lock delay is busy for its PTTL, the delay's end.
 if gowner and gowner ~= owner and (not by or by >= now) then

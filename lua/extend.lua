@@ -17,11 +17,11 @@
 local h = KEYS[1]
 -- @include _record.lua
 local v = redis.call('GET', h)
-local f, a, c, by, o, mode, dly = record(v, true)
-if o == ARGV[1] and (ARGV[3] == '' or string.format('%d', f) == ARGV[3]) then
+local _f, a, c, by, o, mode, dly, fs = record(v, true)
+if o == ARGV[1] and (ARGV[3] == '' or fs == ARGV[3]) then
   if not alive(h, dly) then return 0 end
   local ttl = dly and tonumber(ARGV[2]) + dly or ARGV[2]
-  if by then write_held(h, f, a, c, nil, o, dly) end
+  if by then write_held(h, fs, a, c, nil, o, dly) end
   if ARGV[5] == 'GT' then redis.call('PEXPIRE', h, ttl, 'GT') else redis.call('PEXPIRE', h, ttl) end
   return 1
 end

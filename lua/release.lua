@@ -20,27 +20,34 @@
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold_fence, aid, entry = ARGV[3], ARGV[4] or '', ARGV[5] or ''
 if entry ~= '' then redis.call('ZREM', q, entry) end
--- @include _record.lua
-local f, a, c, by, o, _m, dly = record(redis.call('GET', h), true)
-if o ~= ARGV[1] or (hold_fence ~= '' and string.format('%d', f) ~= hold_fence) or (aid ~= '' and a ~= aid) then
+-- The uncontended paths first. They make no closure but record()'s (alive() and write_free() are inlined, and the
+-- other helpers are included after them): a closure costs on every call.
+-- @include _record.lua (record, alive, write_free)
+local f, a, c, by, o, _m, dly, fs = record(redis.call('GET', h), true)
+if o ~= ARGV[1] or (hold_fence ~= '' and fs ~= hold_fence) or (aid ~= '' and a ~= aid) then
   return 0
 end
 if not alive(h, dly) then return 0 end
+local top
+if c == 1 then
+  -- The last hold.
+  top = redis.call('ZPOPMIN', q)
+  if not top[1] then
+    -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
+    -- burst of grants may have run the fence ahead of the clock). Shared holds the owner added while exclusive (a
+    -- downgrade) stay in the holder set, and every path that finds the lease free counts them (_holders.lua).
+    write_free(h, fs, ARGV[2])
+    return 2
+  end
+end
+-- @include _record.lua (write_held)
 if c ~= 1 then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
   if aid ~= '' then a = '' end
-  write_held(h, f, a, c - 1, by, o, dly)
+  write_held(h, fs, a, c - 1, by, o, dly)
   return 1
 end
--- The last hold. No closures but the helpers above until a waiter is found.
-local top = redis.call('ZPOPMIN', q)
-if not top[1] then
-  -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
-  -- burst of grants may have run the fence ahead of the clock). Shared holds the owner added while exclusive (a
-  -- downgrade) stay in the holder set, and every path that finds the lease free counts them (_holders.lua).
-  write_free(h, f, ARGV[2])
-  return 2
-end
+-- Handed to a waiter (no table until one is found).
 -- @include _handoff.lua
 local now = now_us()
 local n, mode = holders(s, d, now)
