@@ -14,16 +14,17 @@
 --   set   "<fence>/<kind>": held by shared holds ("s") or permits ("p<n>"), see _holders.lua: the record keeps the
 --         latest fence handed out and lives as long as the live holds (which, not the record, say how it is held).
 -- A fence is written as its decimal digits (string.format's %d: `..` would write a number of more than 14 digits
--- in exponent form). Every function here that writes a fence takes it as a number or as those digits, which it
--- writes as they are: the cheap paths have the digits already (TIME's, or the record's), and a conversion to a
--- number and back costs on every call.
+-- in exponent form). The writers take it as a number or as those digits, which they write as they are: the cheap
+-- paths have the digits already (TIME's, or the record's), and a conversion to a number and back costs on every
+-- call.
 -- record(v, loose): fence (number, 0 without a record), attempt id, holds (number), claim by (number or nil), owner
 --   (nil when free), the set mode (nil unless a set record), the lock delay in ms (nil when none), and the fence's
 --   digits as written (nil without a record). Any other value is not ours: an error, never a free lease; or, when
 --   `loose`, nothing (fence and owner nil): for the scripts that only act for its owner (release, extend), which
 --   leave a value not theirs as it is and say "not held".
--- held(f, a, c, by, o, dly): the text of a held record (c: holds; by: claim deadline µs or nil; dly: lock delay ms
---   or nil; c and dly are written with `..`, exact for integers of up to 14 digits).
+-- held(fs, a, c, by, o, dly): the text of a held record, its fence given as digits (fs; write_held() takes a
+--   number too). c: holds (a number, or digits); by: claim deadline µs or nil; dly: lock delay ms or nil. c and dly
+--   are written with `..`, exact for integers of up to 14 digits.
 -- write_held(h, f, a, c, by, o, dly, ttl): writes that record at h, expiring in `ttl` ms, or keeping the key's TTL
 --   when `ttl` is nil.
 -- write_set(h, f, kind, us): writes the set record "<f>/<kind>" at h, living until `us` (server µs: when the
@@ -60,12 +61,13 @@ end
 -- (Joined with `..`: string.format's %s would cut an owner at a NUL byte. Inlined: the uncontended acquire builds
 -- its record with it.)
 -- @inline
-local function held(f, a, c, by, o, dly)
-  return (type(f) == 'number' and string.format('%d', f) or f) .. ':' .. a .. ':' .. c .. ':' ..
-    (by and string.format('%d', by) or '') .. (dly and 'd' .. dly or '') .. ':' .. o
+local function held(fs, a, c, by, o, dly)
+  return fs .. ':' .. a .. ':' .. c .. ':' .. (by and string.format('%d', by) or '') .. (dly and 'd' .. dly or '') ..
+    ':' .. o
 end
 
 local function write_held(h, f, a, c, by, o, dly, ttl)
+  if type(f) == 'number' then f = string.format('%d', f) end
   local rec = held(f, a, c, by, o, dly)
   if ttl then return redis.call('SET', h, rec, 'PX', ttl) end
   return redis.call('SET', h, rec, 'KEEPTTL')

@@ -37,7 +37,7 @@ local t = redis.call('TIME')
 local us = t[2]
 if #us < 6 then us = string.rep('0', 6 - #us) .. us end
 local fresh = t[1] .. us
-local v = redis.call('SET', h, held(fresh, aid, 1, nil, owner, lag), 'NX', 'PX', ttl, 'GET')
+local v = redis.call('SET', h, held(fresh, aid, '1', nil, owner, lag), 'NX', 'PX', ttl, 'GET')
 if not v then
   if redis.call('EXISTS', q, s) == 0 then return fresh end
   -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live.
