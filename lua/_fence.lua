@@ -1,12 +1,13 @@
 -- The fence check of a fenced write (lua/fenced_*.lua): a high-water mark next to the resource holds the highest
 -- fence whose write was accepted there, as decimal digits. A lower fence is refused before anything is written; an
 -- equal one passes (the reentrant holds of one owner share their fence).
+-- @include _constants.lua
 
 -- The mark's fence when it is higher than `fence` (the write must be refused), else nil.
 local function stale(mark, fence)
   local v = redis.call('GET', mark)
   if not v then return nil end
-  if #v > 16 or not string.find(v, '^%d+$') then
+  if #v > FENCE_DIGITS or not string.find(v, '^%d+$') then
     error({err = 'ERR redlease: the fence mark holds a value that is not a fence'})
   end
   local high = tonumber(v)

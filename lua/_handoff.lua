@@ -5,44 +5,53 @@
 -- The queue is a sorted set: entry -> server µs when queued. An entry is
 --   "<client id>|<attempt id>|<lease ms>[d<lock delay ms>]|<claim ms>|<kind>|<owner>", kind "x" (exclusive), "s"
 --   (shared) or "p<n>"; a lock delay (see _record.lua, _holders.lua) goes with the hold granted.
--- admit(h, q, s, d, pub, last, self, top, mode, n, now): grants waiters from the head of the queue, oldest first, while
---   each can proceed: an exclusive waiter when nothing is held (and then it stops), a shared waiter while the lease
---   is free or shared, a permit waiter while the lease is free or fewer than its n permits are taken. The caller
---   passes the state with no exclusive holder: `mode` nil (free) or the kind of the live holds, with `n` of them;
---   `last` is the latest fence; `top` a ZPOPMIN reply it popped already, if any; `now` the server µs, if read already. An entry whose client has no
---   subscriber (PUBLISH returns 0) is dead and dropped (it consumes a fence), and so is a member that is not an entry.
---   A waiter is told by "<attempt id>:<fence>:<queued µs>:<granted µs>" on its client's channel; its grant is its own
---   unclaimed until its claim window ends (or its lease, if shorter), when it lapses and passes on (a set grant keeps
---   the holder set until its lease would end, so that whoever purges it sees the lapse: see _holders.lua). A set
---   waiter whose owner holds the lease already (another of its requests was admitted) re-enters that hold, with its
---   fence.
---   The caller's own entry (attempt `self`) is not notified: when it can proceed, admission stops with 'self' (its
+-- admit(w): grants waiters from the head of the queue, oldest first, while each can proceed: an exclusive waiter when
+--   nothing is held (and then it stops), a shared waiter while the lease is free or shared, a permit waiter while the
+--   lease is free or fewer than its n permits are taken. `w` is the admission, by name (built only where a queue
+--   exists: the uncontended paths build no table):
+--     w.h, w.q, w.s, w.d  the lease key, its queue, holder set and holder records
+--     w.pub   the publish command (PUBLISH or SPUBLISH)
+--     w.last  the latest fence; updated (admission and dead entries consume fences)
+--     w.mode, w.n  the state, with no exclusive holder: mode nil (free) or the kind of the live holds, n of them;
+--             updated as waiters are admitted (mode nil, n 0 after an exclusive grant)
+--     w.self  the caller's attempt id, or nil
+--     w.top   a ZPOPMIN reply the caller popped already, or nil
+--     w.now   the server µs, or nil to read it here
+--   and admit sets w.granted: the ms until the first grant made lapses unclaimed, or nil when none was made.
+--   An entry whose client has no subscriber (PUBLISH returns 0) is dead and dropped (it consumes a fence), and so is
+--   a member that is not an entry. A waiter is told by "<attempt id>:<fence>:<queued µs>:<granted µs>" on its
+--   client's channel; its grant is its own unclaimed until its claim window ends (or its lease, if shorter), when it
+--   lapses and passes on (a set grant keeps the holder set until its lease would end, so that whoever purges it sees
+--   the lapse: see _holders.lua). A set waiter whose owner holds the lease already (another of its requests was
+--   admitted) re-enters that hold, with its fence.
+--   The caller's own entry (attempt w.self) is not notified: when it can proceed, admission stops with 'self' (its
 --   entry removed) and the caller takes the lease. A waiter that cannot proceed is put back, and admission stops.
---   Returns r, last, mode, n, granted: r is 'self', 'exclusive' (an exclusive waiter was granted the lease),
---   'blocked' (the head waits) or 'empty' (the queue ran out); granted is the ms until the first grant made lapses
---   unclaimed, or false when none was made. In a set mode the lease key is left with the new `last` (except on
---   'self': the caller writes it); otherwise the caller keeps `last` (dead entries consume fences).
+--   Returns why it stopped: 'self', 'exclusive' (an exclusive waiter was granted the lease), 'blocked' (the head
+--   waits) or 'empty' (the queue ran out). In a set mode the lease key is left with the new w.last (except on
+--   'self': the caller writes it); otherwise the caller writes w.last.
 --   While nothing is held the head can always proceed, so it is popped; while the lease is held in a set mode the
 --   head may have to wait, so it is only looked at (ZRANGE) and removed once it proceeds or is dropped: a blocked
 --   head then costs one read instead of a pop and a push back.
-local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
-  local granted, first, peeked = false, last, false
-  now = now or now_us()
+local function admit(w)
+  local h, q, s, d, pub, self = w.h, w.q, w.s, w.d, w.pub, w.self
+  local last, mode, n, top, now = w.last, w.mode, w.n, w.top, w.now or now_us()
+  local granted, first, peeked = nil, last, false
   -- When the latest live hold expires (read when first needed): the set record lives as long.
   local maxus
-  local function stop(r)
-    if mode and last ~= first then
+  local function stop(r, write)
+    if write and mode and last ~= first then
       maxus = maxus or (n > 0 and latest(s) or 0)
-      redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'PXAT', at_ms(maxus))
+      write_set(h, last, mode, maxus)
     end
-    return r, last, mode, n, granted
+    w.last, w.mode, w.n, w.granted, w.now = last, mode, n, granted, now
+    return r
   end
   while true do
     if not top then
       peeked = mode ~= nil
       if peeked then top = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES') else top = redis.call('ZPOPMIN', q) end
     end
-    if not top[1] then return stop('empty') end
+    if not top[1] then return stop('empty', true) end
     local cid, wid, ms, lag, cms, kind, owner =
       string.match(top[1], '^([^|]*)|([^|]*)|(%d+)d?(%d*)|(%d+)|([^|]*)|(.*)$')
     lag = tonumber(lag)
@@ -73,13 +82,13 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
         -- (A head popped by the caller: put back. ZPOPMIN may have emptied, and so deleted, the queue: the key made
         -- again must expire too.)
         redis.call('ZADD', q, top[2], top[1])
-        redis.call('PEXPIRE', q, 30000, 'NX')
+        redis.call('PEXPIRE', q, QUEUE_TTL_MS, 'NX')
       end
-      return stop('blocked')
+      return stop('blocked', true)
     end
     if peeked then redis.call('ZREM', q, top[1]) end
     if ok and wid == self then
-      return 'self', last, mode, n, granted
+      return stop('self', false)
     elseif ok then
       local window = math.min(tonumber(cms), tonumber(ms))
       local us = now + window * 1000
@@ -90,8 +99,9 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
         granted = math.min(granted or window, window)
         if kind == 'x' then
           -- Unclaimed, it lasts until the claim window or the lease ends, whichever is first.
-          redis.call('SET', h, held(f, wid, 1, now + tonumber(cms) * 1000, owner, lag), 'PX', tonumber(ms) + (lag or 0))
-          return 'exclusive', last, nil, 0, granted
+          write_held(h, f, wid, 1, now + tonumber(cms) * 1000, owner, lag, tonumber(ms) + (lag or 0))
+          mode, n = nil, 0
+          return stop('exclusive', false)
         end
         if mf then
           -- A re-entry: one more hold, its expiry never shortened; it keeps the attempt of a grant still unclaimed.
@@ -109,7 +119,7 @@ local function admit(h, q, s, d, pub, last, self, top, mode, n, now)
         mode = kind
         -- (Read after this hold was written, the latest includes it.)
         maxus = math.max(maxus or latest(s), us)
-        redis.call('SET', h, string.format('%d', last) .. '/' .. kind, 'PXAT', at_ms(maxus))
+        write_set(h, last, kind, maxus)
         first = last
       end
     end

@@ -1,4 +1,5 @@
--- The holder set of shared holds and permits (inlined where a script says `@include _holders.lua`):
+-- The holder set of shared holds and permits (inlined where a script says `@include _holders.lua`, which brings
+-- _record.lua with it), with the one parser and the one builder of a holder's record:
 --   s  a sorted set: owner -> µs (server time) when the hold expires; an unclaimed grant expires when its claim
 --      window ends, a claimed one when its lease does; a hold with a lock delay expires (leaves its place) that
 --      delay later, and is its owner's only until the delay before that (see hold_of);
@@ -19,16 +20,33 @@
 --   kind a set record names: it is the kind of the live holds while any live), else read from the first hold's
 --   record; and purge()'s whether a grant was passed on. Without a hint, one EXISTS tells the common case (no
 --   holder set); with one, the set is there to count.
--- at_ms(us): the PEXPIREAT / PXAT time (ms) at which something expiring at `us` (µs) has surely expired.
 -- earliest(s, now): ms until the first live hold expires (at least 1).
 -- latest(s): µs when the last live hold expires (0 when none).
--- hold_of(d, owner): fence (number), attempt id, holds (number), unclaimed (boolean), kind of the owner's hold, and
---   its lock delay ms (0 for none), or nil. The hold is its owner's while its score - the delay is in the future.
+-- hold_fields(v): a holder's record parsed: fence (number), attempt id, holds (number), unclaimed (boolean), kind and
+--   lock delay ms (0 for none); nil for a value that is not one (or none).
+-- hold_text(f, a, c, unclaimed, kind, dly): a holder's record, as d keeps it (dly: lock delay ms, 0 or nil for none).
+-- hold_of(d, owner): hold_fields() of the owner's record, or nil when it has none; an error for a record this
+--   library does not write. The hold is its owner's while its score - the delay is in the future.
 -- put(s, d, owner, f, a, c, unclaimed, us, kind, fresh, keep, dly): writes the owner's hold, expiring at `us` (its
 --   lock delay `dly` ms, if any, included); s and d live as long, or until `keep` (µs) when given (a grant handed
 --   over unclaimed: until its lease would end, plus the delay).
 --   `fresh`: the caller counted no live hold before this one (so s and d are new: their TTL is set, not only
 --   lengthened); otherwise they have a TTL, and it is only lengthened.
+-- @include _record.lua
+local function hold_fields(v)
+  if not v then return nil end
+  local f, a, c, u, k, dly = string.match(v, '^(%d+):([^:]*):(%d+):(1?):([sp]%d*):?(%d*)$')
+  if not f then return nil end
+  return tonumber(f), a, tonumber(c), u == '1', k, tonumber(dly) or 0
+end
+
+local function hold_text(f, a, c, unclaimed, kind, dly)
+  local rec = string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':' .. (unclaimed and '1' or '') ..
+    ':' .. kind
+  if dly and dly > 0 then rec = rec .. ':' .. string.format('%d', dly) end
+  return rec
+end
+
 local function purge(s, d, now, self)
   local gone = redis.call('ZRANGEBYSCORE', s, '-inf', now)
   if #gone == 0 then return redis.call('ZCARD', s) end
@@ -38,8 +56,8 @@ local function purge(s, d, now, self)
     local j = math.min(i + 999, #gone)
     if not passed then
       for _, v in ipairs(redis.call('HMGET', d, unpack(gone, i, j))) do
-        local a = v and string.match(v, '^%d+:([^:]*):%d+:1:')
-        if a and a ~= self then passed = true end
+        local f, a, _c, unclaimed = hold_fields(v)
+        if f and unclaimed and a ~= self then passed = true end
       end
     end
     redis.call('HDEL', d, unpack(gone, i, j))
@@ -51,9 +69,9 @@ end
 local function hold_of(d, owner)
   local v = redis.call('HGET', d, owner)
   if not v then return nil end
-  local f, a, c, u, k, dly = string.match(v, '^(%d+):([^:]*):(%d+):(1?):([sp]%d*):?(%d*)$')
+  local f, a, c, u, k, dly = hold_fields(v)
   if not f then error({ err = 'ERR redlease: a lease holder record is not one this library writes' }) end
-  return tonumber(f), a, tonumber(c), u == '1', k, tonumber(dly) or 0
+  return f, a, c, u, k, dly
 end
 
 local function holders(s, d, now, hint, self)
@@ -65,10 +83,6 @@ local function holders(s, d, now, hint, self)
   local first = redis.call('ZRANGE', s, 0, 0)
   local _, _, _, _, kind = hold_of(d, first[1])
   return n, kind, passed
-end
-
-local function at_ms(us)
-  return math.floor(us / 1000) + 1
 end
 
 local function earliest(s, now)
@@ -84,10 +98,7 @@ end
 
 local function put(s, d, owner, f, a, c, unclaimed, us, kind, fresh, keep, dly)
   redis.call('ZADD', s, us, owner)
-  local rec = string.format('%d', f) .. ':' .. a .. ':' .. string.format('%d', c) .. ':' .. (unclaimed and '1' or '') ..
-    ':' .. kind
-  if dly and dly > 0 then rec = rec .. ':' .. string.format('%d', dly) end
-  redis.call('HSET', d, owner, rec)
+  redis.call('HSET', d, owner, hold_text(f, a, c, unclaimed, kind, dly))
   local at = at_ms(keep or us)
   if fresh then
     redis.call('PEXPIREAT', s, at)

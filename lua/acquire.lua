@@ -28,48 +28,34 @@ local owner, ms, aid, entry, pub = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', ARG
 -- With a lock delay: the record says so, and its key lives the delay longer than the hold.
 local lag, ttl = ARGV[7], ms
 if lag then ttl = tonumber(ms) + tonumber(lag) end
--- The uncontended path comes first and stays cheap (no number conversions, no closures): with no record and
--- nobody queued, SET ... NX GET takes the key in one call; otherwise it returns the record that is there. The
--- fresh fence is the server time in µs, written as TIME's seconds and zero-padded microseconds.
+-- The uncontended path comes first and stays cheap (no number conversions, no closures: held() is inlined, and
+-- each other helper is included just before the path that first needs it): with no record and nobody queued,
+-- SET ... NX GET takes the key in one call; otherwise it returns the record that is there. The fresh fence is the
+-- server time in µs, written as TIME's seconds and zero-padded microseconds.
+-- @include _record.lua (held)
 local t = redis.call('TIME')
 local us = t[2]
 if #us < 6 then us = string.rep('0', 6 - #us) .. us end
 local fresh = t[1] .. us
-local v
-if lag then v = redis.call('SET', h, fresh .. ':' .. aid .. ':1:d' .. lag .. ':' .. owner, 'NX', 'PX', ttl, 'GET')
-else v = redis.call('SET', h, fresh .. ':' .. aid .. ':1::' .. owner, 'NX', 'PX', ms, 'GET') end
+local v = redis.call('SET', h, held(fresh, aid, '1', nil, owner, lag), 'NX', 'PX', ttl, 'GET')
 if not v then
   if redis.call('EXISTS', q, s) == 0 then return fresh end
   -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live.
   redis.call('DEL', h)
 end
--- The reply to a caller that cannot have the lease now: try again in `retry` ms; a waiting caller joins the queue
--- (or stays in it) and refreshes its TTL, and learns when it was queued.
-local function busy(retry)
-  local r = -1 - retry
-  if entry == '' then return r end
-  local tq, created = fresh, redis.call('ZADD', q, 'NX', fresh, entry)
-  if created == 0 then tq = redis.call('ZSCORE', q, entry) end
-  redis.call('PEXPIRE', q, ARGV[5])
-  return { r, tq, created }
-end
-
--- Held by another owner, claimed or handed over and still within its claim window: the contended path, kept cheap
--- as well (no number conversions but the claim deadline's, no closures but busy).
-if v then
-  local by, o = string.match(v, '^%d+:[^:]*:%d+:(%d*)[d%d]*:(.*)$')
-  if o and o ~= owner then
-    -- µs left of an unclaimed grant's claim window (0 when claimed); past it, the slow path takes it back (or,
-    -- with a lock delay, waits for its end). A hold in its lock delay is busy for its PTTL, the delay's end.
-    local left = by == '' and 0 or tonumber(by) - tonumber(fresh)
-    if left >= 0 then
-      local r = redis.call('PTTL', h)
-      if by ~= '' then r = math.min(r, math.floor(left / 1000) + 1) end
-      return busy(r)
-    end
-  end
-end
+-- @include _record.lua (record)
+-- @include _queue.lua
 local now = tonumber(fresh)
+local fence, gid, c, by, gowner, smode, dly = record(v)
+-- Held by another owner, claimed or handed over and still within its claim window: the contended path, kept cheap
+-- as well (no closures but record and busy): the holder's PTTL, or what is left of an unclaimed grant's claim
+-- window. Past that window, the slow path takes it back (or, with a lock delay, waits for its end). A hold in its
+-- lock delay is busy for its PTTL, the delay's end.
+if gowner and gowner ~= owner and (not by or by >= now) then
+  local r = redis.call('PTTL', h)
+  if by then r = math.min(r, math.floor((by - now) / 1000) + 1) end
+  return busy(q, entry, fresh, ARGV[5], r)
+end
 -- @include _handoff.lua
 
 -- No exclusive holder: shared holds or permits may live (then the caller waits, or is refused); else the head of
@@ -77,7 +63,7 @@ local now = tonumber(fresh)
 local function take_free(last, hint)
   local n, mode = holders(s, d, now, hint)
   if n > 0 then
-    redis.call('SET', h, string.format('%d', last) .. '/' .. mode, 'PXAT', at_ms(latest(s)))
+    write_set(h, last, mode, latest(s))
     if mode ~= 's' then return '!' .. mode end
     -- (A shared hold of this owner in its lock delay is not its own: the caller waits for it like anyone.)
     local sc = redis.call('ZSCORE', s, owner)
@@ -85,27 +71,27 @@ local function take_free(last, hint)
       local _f, _a, _c, _u, _k, md = hold_of(d, owner)
       if tonumber(sc) - (md or 0) * 1000 > now then return '!upgrade' end
     end
-    return busy(earliest(s, now))
+    return busy(q, entry, fresh, ARGV[5], earliest(s, now))
   end
   if redis.call('EXISTS', q) == 1 then
-    local r, g, _m, _n
-    r, last, _m, _n, g = admit(h, q, s, d, pub, last, aid, nil, nil, 0, now)
-    if g then return busy(g) end
+    local w = { h = h, q = q, s = s, d = d, pub = pub, last = last, self = aid, n = 0, now = now }
+    local r = admit(w)
+    last = w.last
+    if w.granted then return busy(q, entry, fresh, ARGV[5], w.granted) end
     if r == 'self' then entry = '' end
   end
   local f = next_fence(last, now)
-  redis.call('SET', h, held(f, aid, 1, nil, owner, tonumber(lag)), 'PX', ttl)
+  write_held(h, f, aid, 1, nil, owner, tonumber(lag), ttl)
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return f
 end
 
-local fence, gid, c, by, gowner, smode, dly = record(v)
 if not gowner then return take_free(fence, smode) end
 -- A hold in its lock delay is dead for its owner too: it waits for the delay's end like anyone.
-if gowner == owner and not alive(h, dly) then return busy(math.max(redis.call('PTTL', h), 1)) end
+if gowner == owner and not alive(h, dly) then return busy(q, entry, fresh, ARGV[5], math.max(redis.call('PTTL', h), 1)) end
 if gowner == owner and gid == aid then
   -- This attempt holds it already (a retry, or a handoff whose message crossed this call): claim it.
-  if by then redis.call('SET', h, held(fence, aid, c, nil, owner, dly), 'PX', tonumber(ms) + (dly or 0)) end
+  if by then write_held(h, fence, aid, c, nil, owner, dly, tonumber(ms) + (dly or 0)) end
   if entry ~= '' then redis.call('ZREM', q, entry) end
   return fence
 end
@@ -113,7 +99,7 @@ if by and dly and now > by and now <= by + dly * 1000 then
   -- Handed over but never claimed within its claim window, with a lock delay: its waiter may have used it until
   -- that window ended. (Within the window only its owner gets here, whose re-entry below claims it, as without a
   -- delay.)
-  return busy(math.floor((by + dly * 1000 - now) / 1000) + 1)
+  return busy(q, entry, fresh, ARGV[5], math.floor((by + dly * 1000 - now) / 1000) + 1)
 end
 if by and now > by then
   -- Handed over but never claimed (its waiter is dead, partitioned or deaf): take it back, pass it on. An
@@ -132,7 +118,7 @@ end
 -- record keeps the waiter's attempt id so that its own re-check still finds its grant (holds are counted per owner,
 -- so a claim window on a shared count could otherwise take back another attempt's hold).
 -- (A re-entry keeps the lock delay its hold was granted with.)
-redis.call('SET', h, held(fence, by and gid or aid, c + 1, nil, owner, dly), 'KEEPTTL')
+write_held(h, fence, by and gid or aid, c + 1, nil, owner, dly)
 redis.call('PEXPIRE', h, tonumber(ms) + (dly or 0), 'GT')
 if entry ~= '' then redis.call('ZREM', q, entry) end
 return fence

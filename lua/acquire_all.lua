@@ -31,12 +31,12 @@ for j, last in ipairs(lasts) do
   if counts[j] > 0 then
     -- A re-entry: one more hold, same fence, the TTL only lengthened (it keeps the hold's lock delay).
     local dly = lags[j] or nil
-    redis.call('SET', h, held(last, aid, counts[j] + 1, nil, owner, dly), 'KEEPTTL')
+    write_held(h, last, aid, counts[j] + 1, nil, owner, dly)
     redis.call('PEXPIRE', h, tonumber(ms) + (dly or 0), 'GT')
     fences[j] = last
   else
     fences[j] = next_fence(last, now)
-    redis.call('SET', h, held(fences[j], aid, 1, nil, owner, lag), 'PX', tonumber(ms) + (lag or 0))
+    write_held(h, fences[j], aid, 1, nil, owner, lag, tonumber(ms) + (lag or 0))
   end
 end
 return fences

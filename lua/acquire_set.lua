@@ -24,6 +24,7 @@
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, ms, aid, entry, pub, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7]
 -- @include _handoff.lua
+-- @include _queue.lua
 local now = now_us()
 local until_us = now + tonumber(ms) * 1000
 local lag = tonumber(ARGV[8])
@@ -40,13 +41,8 @@ local function told(r)
   return { r, 0, 0, 1 }
 end
 
-local function busy(retry)
-  local r = -1 - retry
-  if entry == '' then return told(r) end
-  local tq, created = string.format('%d', now), redis.call('ZADD', q, 'NX', now, entry)
-  if created == 0 then tq = redis.call('ZSCORE', q, entry) end
-  redis.call('PEXPIRE', q, ARGV[5])
-  return told({ r, tq, created })
+local function wait(retry)
+  return told(busy(q, entry, string.format('%d', now), ARGV[5], retry))
 end
 
 local function done(f)
@@ -69,17 +65,17 @@ if gowner then
   if gowner ~= owner or not alive(h, dly) then
     local r = redis.call('PTTL', h)
     if by then r = math.min(r, math.floor((by - now) / 1000) + 1) end
-    return busy(math.max(r, 1))
+    return wait(math.max(r, 1))
   end
   -- A downgrade: a shared hold for the exclusive holder, with its fence, reentrant like any shared hold. Its owner
   -- is evidently alive: an exclusive grant still to be claimed is claimed (its TTL, the lease, was set when it was
   -- handed over). The exclusive record keeps its own TTL: the shared hold may outlive it.
-  if by then redis.call('SET', h, held(fence, gid, c, nil, owner, dly), 'KEEPTTL') end
+  if by then write_held(h, fence, gid, c, nil, owner, dly) end
   local mf, ma, mc, _u, _k, md = hold_of(d, owner)
   local exp = tonumber(redis.call('ZSCORE', s, owner)) or 0
   if mf and exp > now then
     -- (Its shared hold in its lock delay: dead for it too, it waits for the delay's end.)
-    if exp - md * 1000 <= now then return busy(math.floor((exp - now) / 1000) + 1) end
+    if exp - md * 1000 <= now then return wait(math.floor((exp - now) / 1000) + 1) end
     put(s, d, owner, mf, aid, ma == aid and mc or mc + 1, false, math.max(until_us + md * 1000, exp), 's', false, nil,
       md)
     return done(mf)
@@ -99,7 +95,7 @@ if mode then
   if mf then
     local exp = tonumber(redis.call('ZSCORE', s, owner))
     -- (Its hold in its lock delay: dead for it too, it waits for the delay's end.)
-    if exp - md * 1000 <= now then return busy(math.floor((exp - now) / 1000) + 1) end
+    if exp - md * 1000 <= now then return wait(math.floor((exp - now) / 1000) + 1) end
     exp = math.max(until_us + md * 1000, exp)
     if ma == aid then
       put(s, d, owner, mf, aid, mc, false, exp, kind, false, nil, md)
@@ -111,24 +107,27 @@ if mode then
   end
 end
 local cap = tonumber(string.match(kind, '^p(%d+)$'))
-if cap and n >= cap then return busy(earliest(s, now)) end
+if cap and n >= cap then return wait(earliest(s, now)) end
 -- FIFO: queued waiters go first; the run admitted may reach this caller, or empty the queue.
 local queued = redis.call('EXISTS', q) == 1
 if queued then
-  local r, g
-  r, fence, mode, n, g = admit(h, q, s, d, pub, fence, aid, nil, mode, n, now)
+  local w = { h = h, q = q, s = s, d = d, pub = pub, last = fence, self = aid, mode = mode, n = n, now = now }
+  local r = admit(w)
+  fence, mode, n = w.last, w.mode, w.n
   if (r ~= 'self' and r ~= 'empty') or (mode and mode ~= kind) or (cap and n >= cap) then
-    if g then return busy(g) end
-    if n > 0 then return busy(earliest(s, now)) end
-    return busy(math.max(redis.call('PTTL', h), 1))
+    if w.granted then return wait(w.granted) end
+    if n > 0 then return wait(earliest(s, now)) end
+    return wait(math.max(redis.call('PTTL', h), 1))
   end
   if r == 'self' then entry = '' end
 end
 local f = next_fence(fence, now)
 put(s, d, owner, f, aid, 1, false, until_us + lus, kind, n == 0, nil, lag)
-redis.call('SET', h, string.format('%d', f) .. '/' .. kind, 'PXAT', at_ms(n == 0 and until_us + lus or latest(s)))
+write_set(h, f, kind, n == 0 and until_us + lus or latest(s))
 local r = done(f)
 -- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits); none when nobody
 -- was queued before (this script queued nobody since).
-if queued and redis.call('EXISTS', q) == 1 then admit(h, q, s, d, pub, f, nil, nil, kind, n + 1, now) end
+if queued and redis.call('EXISTS', q) == 1 then
+  admit({ h = h, q = q, s = s, d = d, pub = pub, last = f, mode = kind, n = n + 1, now = now })
+end
 return r

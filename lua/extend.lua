@@ -15,25 +15,21 @@
 --          or in its lock delay: see _record.lua), or the new fence (> 1) when re-established. A hold with a lock
 --          delay keeps its key the delay longer than the TTL asked, and so does one re-established.
 local h = KEYS[1]
+-- @include _record.lua
 local v = redis.call('GET', h)
-local f, a, c, by, lag, o
-if v then f, a, c, by, lag, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*)(d?%d*):(.*)$') end
-if o == ARGV[1] and (ARGV[3] == '' or f == ARGV[3]) then
-  local ttl = ARGV[2]
-  if lag ~= '' then
-    local dly = tonumber(string.sub(lag, 2))
-    if redis.call('PTTL', h) <= dly then return 0 end
-    ttl = tonumber(ttl) + dly
-  end
-  if by ~= '' then redis.call('SET', h, f .. ':' .. a .. ':' .. c .. ':' .. lag .. ':' .. o, 'KEEPTTL') end
+local _f, a, c, by, o, mode, dly, fs = record(v, true)
+if o == ARGV[1] and (ARGV[3] == '' or fs == ARGV[3]) then
+  if not alive(h, dly) then return 0 end
+  local ttl = dly and tonumber(ARGV[2]) + dly or ARGV[2]
+  if by then write_held(h, fs, a, c, nil, o, dly) end
   if ARGV[5] == 'GT' then redis.call('PEXPIRE', h, ttl, 'GT') else redis.call('PEXPIRE', h, ttl) end
   return 1
 end
-if ARGV[4] == '1' and not o and not (v and string.find(v, '/', 1, true)) then
--- @include _record.lua
+if ARGV[4] == '1' and not o and not mode then
+  -- (A value that is not a lease record is an error here, as everywhere a lease is taken: record() without loose.)
   local fence = next_fence(record(v), now_us())
-  local dly = tonumber(ARGV[6])
-  redis.call('SET', h, held(fence, '', 1, nil, ARGV[1], dly), 'PX', dly and tonumber(ARGV[2]) + dly or ARGV[2])
+  local lag = tonumber(ARGV[6])
+  write_held(h, fence, '', 1, nil, ARGV[1], lag, lag and tonumber(ARGV[2]) + lag or ARGV[2])
   return fence
 end
 return 0

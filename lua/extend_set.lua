@@ -10,7 +10,6 @@
 -- Returns  1 when extended, 0 when the owner no longer holds it (expired, released or force-unlocked, or in its
 --          lock delay: see _holders.lua). A hold with a lock delay keeps its place the delay longer than asked.
 local h, s, d = KEYS[1], KEYS[2], KEYS[3]
--- @include _record.lua
 -- @include _holders.lua
 local now = now_us()
 local mf, ma, mc, _, kind, md = hold_of(d, ARGV[1])
@@ -24,7 +23,7 @@ put(s, d, ARGV[1], mf, ma, mc, false, us, kind, false, nil, md)
 local v = redis.call('GET', h)
 local _f, _a, _c, _b, gowner = record(v)
 if not v then
-  redis.call('SET', h, string.format('%d', mf) .. '/' .. kind, 'PXAT', at_ms(latest(s)))
+  write_set(h, mf, kind, latest(s))
 elseif not gowner then
   redis.call('PEXPIREAT', h, at_ms(us), 'GT')
 end

@@ -15,7 +15,8 @@ if not owner and n == 0 then return 0 end
 redis.call('DEL', s, d)
 -- Observers of an election on this name (see proclaim.lua) read its state again.
 redis.call(ARGV[2], h .. ':o', string.format('%d', fence))
-local _r, last, _m, _n, g = admit(h, q, s, d, ARGV[2], fence, nil, nil, nil, 0)
-if g then return 2 end
-redis.call('SET', h, string.format('%d', last), 'PX', ARGV[1])
+local w = { h = h, q = q, s = s, d = d, pub = ARGV[2], last = fence, n = 0 }
+admit(w)
+if w.granted then return 2 end
+write_free(h, w.last, ARGV[1])
 return 1

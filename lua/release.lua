@@ -20,35 +20,43 @@
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold_fence, aid, entry = ARGV[3], ARGV[4] or '', ARGV[5] or ''
 if entry ~= '' then redis.call('ZREM', q, entry) end
-local v = redis.call('GET', h)
-if not v then return 0 end
-local f, a, c, by, lag, o = string.match(v, '^(%d+):([^:]*):(%d+):(%d*)(d?%d*):(.*)$')
-if o ~= ARGV[1] or (hold_fence ~= '' and f ~= hold_fence) or (aid ~= '' and a ~= aid) then return 0 end
-if lag ~= '' and redis.call('PTTL', h) <= tonumber(string.sub(lag, 2)) then return 0 end
-if c ~= '1' then
+-- The uncontended paths first. They make no closure but record()'s (alive() and write_free() are inlined, and the
+-- other helpers are included after them): a closure costs on every call.
+-- @include _record.lua (record, alive, write_free)
+local f, a, c, by, o, _m, dly, fs = record(redis.call('GET', h), true)
+if o ~= ARGV[1] or (hold_fence ~= '' and fs ~= hold_fence) or (aid ~= '' and a ~= aid) then
+  return 0
+end
+if not alive(h, dly) then return 0 end
+local top
+if c == 1 then
+  -- The last hold.
+  top = redis.call('ZPOPMIN', q)
+  if not top[1] then
+    -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
+    -- burst of grants may have run the fence ahead of the clock). Shared holds the owner added while exclusive (a
+    -- downgrade) stay in the holder set, and every path that finds the lease free counts them (_holders.lua).
+    write_free(h, fs, ARGV[2])
+    return 2
+  end
+end
+-- @include _record.lua (write_held)
+if c ~= 1 then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
   if aid ~= '' then a = '' end
-  redis.call('SET', h, f .. ':' .. a .. ':' .. (c - 1) .. ':' .. by .. lag .. ':' .. o, 'KEEPTTL')
+  write_held(h, fs, a, c - 1, by, o, dly)
   return 1
 end
--- The last hold. No number conversions and no closures until a waiter is found.
-local top = redis.call('ZPOPMIN', q)
-if not top[1] then
-  -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
-  -- burst of grants may have run the fence ahead of the clock). Shared holds the owner added while exclusive (a
-  -- downgrade) stay in the holder set, and every path that finds the lease free counts them (_holders.lua).
-  redis.call('SET', h, f, 'PX', ARGV[2])
-  return 2
-end
+-- Handed to a waiter (no table until one is found).
 -- @include _handoff.lua
-local last, now = tonumber(f), now_us()
+local now = now_us()
 local n, mode = holders(s, d, now)
 if n > 0 then
   -- The owner added shared holds while exclusive (a downgrade): they stay, and the lease is now shared.
-  redis.call('SET', h, f .. '/' .. mode, 'PXAT', at_ms(latest(s)))
+  write_set(h, f, mode, latest(s))
 end
-local g, _r, _m, _n
-if top[1] then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[6] or 'PUBLISH', last, nil, top, mode, n, now) end
-if g then return 3 end
-if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
+local w = { h = h, q = q, s = s, d = d, pub = ARGV[6] or 'PUBLISH', last = f, top = top, mode = mode, n = n, now = now }
+admit(w)
+if w.granted then return 3 end
+if not w.mode then write_free(h, w.last, ARGV[2]) end
 return 2

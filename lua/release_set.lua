@@ -26,8 +26,7 @@ if not exp or exp - md * 1000 <= now then return 0 end
 if (hold_fence ~= '' and string.format('%d', mf) ~= hold_fence) or (aid ~= '' and ma ~= aid) then return 0 end
 if mc > 1 then
   -- An undone attempt is forgotten (a repeated undo must not drop another hold).
-  redis.call('HSET', d, owner, string.format('%d', mf) .. ':' .. (aid ~= '' and '' or ma) .. ':' ..
-    string.format('%d', mc - 1) .. ':' .. (unclaimed and '1' or '') .. ':' .. kind .. (md > 0 and ':' .. md or ''))
+  redis.call('HSET', d, owner, hold_text(mf, aid ~= '' and '' or ma, mc - 1, unclaimed, kind, md))
   return 1
 end
 redis.call('ZREM', s, owner)
@@ -36,8 +35,12 @@ local fence, _, _, _, gowner, smode = record(redis.call('GET', h))
 -- An exclusive holder (the owner, whose downgrade this was) excludes everyone else still.
 if gowner then return 2 end
 local n, mode = holders(s, d, now, smode)
-local last, g, _r, _n = fence, nil, nil, nil
-if redis.call('EXISTS', q) == 1 then _r, last, mode, _n, g = admit(h, q, s, d, ARGV[6] or 'PUBLISH', fence, nil, nil, mode, n, now) end
-if g then return 3 end
-if not mode then redis.call('SET', h, string.format('%d', last), 'PX', ARGV[2]) end
+local last = fence
+if redis.call('EXISTS', q) == 1 then
+  local w = { h = h, q = q, s = s, d = d, pub = ARGV[6] or 'PUBLISH', last = fence, mode = mode, n = n, now = now }
+  admit(w)
+  if w.granted then return 3 end
+  last, mode = w.last, w.mode
+end
+if not mode then write_free(h, last, ARGV[2]) end
 return 2

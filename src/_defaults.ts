@@ -23,11 +23,10 @@ export const PAUSE_GRACE_MS = 25;
 /** How long an aborted acquire waits for its undo (normally one fast round trip) before it rejects, ms. */
 export const ABORT_CLEANUP_MS = 50;
 
-/** How long the grant record (the last fence) outlives a final release, ms. */
-export const FENCE_RETAIN_MS = 10_000;
-
-/** An idle wait queue expires after this long; every waiter refreshes it whenever it checks. */
-export const QUEUE_TTL_MS = 30_000;
+// How long the grant record (the last fence) outlives a final release, and how long an idle wait queue lives (every
+// waiter refreshes it whenever it checks), ms: numbers the scripts share, defined in lua/_constants.lua and
+// generated into src/_scripts.ts.
+export { FENCE_RETAIN_MS, QUEUE_TTL_MS } from "./_scripts.ts";
 
 /** The key prefix of a lease acquired without `prefix`. */
 export const DEFAULT_PREFIX = "redlease";

@@ -14,6 +14,7 @@ import {
   acquireSet as ACQUIRE_SET,
   extend as EXTEND,
   extendSet as EXTEND_SET,
+  FENCE_DIGITS,
   forceUnlock as FORCE_UNLOCK,
   inspect as INSPECT,
   leader as LEADER,
@@ -335,7 +336,7 @@ function refused(r: string): never {
  * that is not 1 to 16 digits.
  */
 export function fenceOf(text: string): number {
-  let v = text.length > 0 && text.length <= 16 ? 0 : NaN;
+  let v = text.length > 0 && text.length <= FENCE_DIGITS ? 0 : NaN;
   for (let i = 0; i < text.length; i++) {
     const d = text.charCodeAt(i) - 48;
     v = d >= 0 && d <= 9 ? v * 10 + d : NaN;
