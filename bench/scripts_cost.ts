@@ -23,8 +23,19 @@ import { FAIR_HANDOFF, FAIR_QUEUE, FENCED_ACQUIRE, FENCED_RELEASE } from "./_lib
 import { startRedis } from "../harness/redis.ts";
 import { median, parseCommandStats, parseCpuMicros, r2 } from "./_stats.ts";
 
+if (process.argv.includes("--help") || process.argv.includes("-h")) {
+  console.log(
+    "node --import tsx bench/scripts_cost.ts [N=20000] [runs=3]   (USEC=1: each command's usec per call too)",
+  );
+  process.exit(0);
+}
 const N = Number(process.argv[2] ?? 20_000);
 const RUNS = Number(process.argv[3] ?? 3);
+if (!(Number.isInteger(N) && N > 0 && Number.isInteger(RUNS) && RUNS > 0)) {
+  throw new TypeError(
+    `Cannot measure as 'N' and 'runs' must be positive integers: current values are ${process.argv.slice(2, 4)}`,
+  );
+}
 const server = await startRedis([], { label: "bench" });
 const c = createClient({ url: server.url });
 const admin = createClient({ url: server.url });
