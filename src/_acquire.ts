@@ -443,7 +443,7 @@ async function waitAsAttempt(a: Attempt, retryMs: number): Promise<Waited | unde
     // Keep the subscription while we hold what we waited for: we are likely to wait here again.
     const unref = st.retain(a.keys);
     leave();
-    (lease.hold.onEnd ??= []).push(unref);
+    lease.hold.addEndHook(unref);
     return { lease, wrote };
   };
   try {

@@ -82,8 +82,7 @@ export async function acquireNames(client: RedisLike, names: readonly string[], 
       for (const p of parts) {
         if (!p) continue;
         // Dropped here without a release of its own: the undo below gives back exactly what this attempt took.
-        p.hold.handles.splice(p.hold.handles.indexOf(p), 1);
-        if (p.hold.handles.length === 0) p.hold.stop();
+        p.hold.drop(p);
       }
       // The undo may run after the names are taken below (an undo re-sent after NOSCRIPT runs after the commands
       // sent meanwhile): wait for it as a single name's new attempt does (see afterUndo), with a new generated owner.

@@ -67,7 +67,7 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
     const lease = await acquireResolved(client, o);
     const hold = lease.hold;
     // Observers hear of the end of this term (resigned or lost) from this process too; a release waits for it.
-    (hold.onEnd ??= []).push(() =>
+    hold.addEndHook(() =>
       proclaimCall(st, keys, {}, { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, name }).catch(() => {})
     );
     // Elected: the signal no longer applies (as for acquire, it cancels the wait, not a held lease).

@@ -118,11 +118,11 @@ async function resumeResolved(
     try {
       acked = await st.waitReplicas(t.keys.hash, o.replicas, o.replicaTimeoutMs, bound);
     } catch (e) {
-      lease.hold.stop(); // drop this handle without releasing it: the hold is the other process's too
+      lease.hold.drop(lease); // without releasing it: the hold is the other process's too
       throw e;
     }
     if (acked < o.replicas) {
-      lease.hold.stop();
+      lease.hold.drop(lease);
       throw new ReplicationError(o.name, acked, o.replicas);
     }
   }
@@ -130,9 +130,7 @@ async function resumeResolved(
   if (ev) {
     const hold = lease.hold;
     // A hold told of already (a concurrent resume of the same token joined it): its start is not told twice.
-    const again = hold.told === ev;
-    lease.told = hold.told = ev;
-    if (hold.since < 0) hold.since = t0;
+    const again = hold.tell(ev, lease, t0);
     if (!again) {
       emit(ev, { type: "resumed", ...hold.event() });
       // Lost while replicas were awaited: its end is told now, once.

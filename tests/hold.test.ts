@@ -9,6 +9,7 @@ import { keysOf } from "../src/_protocol.ts";
 import type { LeaseLostError } from "../src/errors.ts";
 import { cancel, schedule } from "../src/_timers.ts";
 import { Waiter } from "../src/_waiter.ts";
+import { LeaseGroup } from "../src/_group.ts";
 
 /** Time that moves only when the test says so; timers fire in order as it passes them. */
 class FakeClock implements Clock {
@@ -227,6 +228,81 @@ describe("Hold (fake time)", () => {
     await releaseHandle(again);
     assert.equal(hold.active, false);
     assert.equal(clock.pending, 0);
+  });
+});
+
+describe("a lease handle's end (LeaseImpl and LeaseGroup share it)", () => {
+  const second = (target: FakeTarget, clock: FakeClock, name: string) =>
+    grant(
+      target,
+      { kind: "x" as const, keys: keysOf("redlease", name), name, owner: "me", fence: 3, deadline: clock.t + 2_000 },
+      watchdog,
+      clock,
+    )!;
+
+  test("the first end wins, and a signal made after the end is already aborted with that reason", () => {
+    const { lease } = setup();
+    const first = new Error("first"), later = new Error("later");
+    lease.end(first);
+    lease.end(later);
+    assert.equal(lease.endedWith, first);
+    assert.equal(lease.signal.aborted, true, "made after the end");
+    assert.equal(lease.signal.reason, first);
+  });
+
+  test("a signal made before the end aborts once, with the first reason", () => {
+    const { lease } = setup();
+    const signal = lease.signal;
+    assert.equal(lease.signal, signal, "one signal per handle");
+    let aborts = 0;
+    signal.addEventListener("abort", () => aborts++);
+    const first = new Error("first");
+    lease.end(first);
+    lease.end(new Error("later"));
+    assert.equal(aborts, 1);
+    assert.equal(signal.reason, first);
+  });
+
+  test("a release ends the handle as released, and an abort listener that releases again finds it released", async () => {
+    const { lease } = setup();
+    let again: Promise<boolean> | undefined;
+    lease.signal.addEventListener("abort", () => void (again = releaseHandle(lease)));
+    const first = releaseHandle(lease);
+    assert.equal(again, first, "the listener got the release under way, not a second one");
+    assert.equal(lease.releasing, first);
+    assert.equal((lease.endedWith as DOMException).name, "AbortError");
+    assert.equal(await first, true);
+    lease.end(new Error("after"));
+    assert.equal((lease.signal.reason as DOMException).name, "AbortError", "a released handle stays released");
+  });
+
+  test("a group ends with the first part that ends (a group made after that is ended from the start)", () => {
+    const { clock, target, lease } = setup();
+    const other = second(target, clock, "other");
+    const group = new LeaseGroup([lease, other]);
+    assert.equal(group.endedWith, undefined);
+    const lost = new Error("lost");
+    other.end(lost);
+    lease.end(new Error("later"));
+    assert.equal(group.endedWith, lost);
+    assert.equal(group.signal.reason, lost, "a signal made after the end");
+    const late = new LeaseGroup([lease, other]);
+    assert.equal(late.endedWith, lease.endedWith, "the first ended part, in the group's order");
+    assert.equal(late.signal.aborted, true);
+  });
+
+  test("a group's release releases every part once, and ends it as released", async () => {
+    const { clock, target, lease } = setup();
+    const other = second(target, clock, "other");
+    const group = new LeaseGroup([lease, other]);
+    const signal = group.signal;
+    const first = group.release();
+    assert.equal(group.release(), first, "idempotent");
+    assert.equal(group.releasing, first);
+    assert.equal((signal.reason as DOMException).name, "AbortError");
+    assert.equal(await first, true);
+    assert.ok(lease.releasing && other.releasing, "every part released");
+    assert.equal(target.holds.size, 0);
   });
 });
 
