@@ -354,14 +354,39 @@ describe("Waiter (fake time)", () => {
     const { w } = setupWaiter();
     w.queued({ retryMs: 100, queuedAt: 1_000_000, queuedNow: true }, 4_900);
     w.onMessage({ kind: "grant", attempt: "a1", fence: 9, queuedAt: 1_000_000, grantedAt: 1_000_100 });
-    w.state = "unverified"; // as if it had been too late to use
+    assert.equal(w.state, "granted");
+    w.tooLate(); // as if it had been too late to use
     w.onMessage({ kind: "grant", attempt: "a1", fence: 8, queuedAt: 1_000_000, grantedAt: 1_000_050 });
     assert.equal(w.state, "unverified", "an older fence is ignored");
-    w.state = "ended";
+    w.end();
     const v = w.version;
     w.onMessage({ kind: "grant", attempt: "a1", fence: 10, queuedAt: 1_000_000, grantedAt: 1_000_200 });
     w.onMessage({ kind: "check", attempt: "a1" });
     assert.equal(w.version, v, "an ended waiter ignores every message");
+  });
+
+  test("an unverified grant is taken back by a re-check only if no message came since it was sent", () => {
+    const { w } = setupWaiter();
+    w.onMessage({ kind: "grant", attempt: "a1", fence: 9, queuedAt: 1, grantedAt: 2 }); // unknown call: unverified
+    const sent = w.version;
+    w.onMessage({ kind: "grant", attempt: "a1", fence: 10, queuedAt: 1, grantedAt: 3 }); // came during the re-check
+    w.takenBack(sent);
+    assert.equal(w.state, "unverified", "a message during the re-check keeps it to be verified");
+    w.takenBack(w.version);
+    assert.equal(w.state, "queued");
+    w.tooLate();
+    assert.equal(w.state, "queued", "only a granted waiter can be too late");
+    w.end();
+    w.takenBack(w.version);
+    assert.equal(w.state, "ended", "an ended waiter stays ended");
+  });
+
+  test("woke() clears the re-check asked for, once the nap is over", () => {
+    const { w } = setupWaiter();
+    w.onMessage({ kind: "check", attempt: "a1" });
+    assert.equal(w.recheckAt, 5_000);
+    w.woke();
+    assert.equal(w.recheckAt, Infinity);
   });
 
   test("a 'check' (messages may have been lost) schedules a re-check now, and wakes the nap", () => {
