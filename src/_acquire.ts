@@ -112,14 +112,15 @@ class Attempt {
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
   readonly deadline: number;
   readonly bound: { until: number; signal: AbortSignal | undefined; name: string };
+  // Written only by its own methods (public to read: a getter each would cost bytes in the core bundle).
   /** Who it acquires for: a generated owner is new with every restart(). */
-  #owner: string;
+  owner: string;
   /** Names its calls and its undo: new with every restart(). */
-  #id = attemptId();
+  id = attemptId();
+  /** Whether it waited (a `queued` event was told). */
+  queued = false;
   /** Whether undo() has been sent since the last call. */
   #undone = false;
-  /** Whether it waited (a `queued` event was told). */
-  #queued = false;
   /** Set when a grant came too late to use: the reason a wait that then runs out gives. */
   #late: Error | undefined;
   /** Resolves (true) once the undo of the latest late grant has run in Redis; undefined after restart(). */
@@ -129,32 +130,21 @@ class Attempt {
     this.state = stateOf(client);
     this.opts = opts;
     this.keys = keysOf(opts.prefix, opts.name);
-    this.#owner = ownerFor(this.state, this.keys, opts);
+    this.owner = ownerFor(this.state, this.keys, opts);
     this.deadline = this.start + opts.waitMs;
     this.bound = { until: this.deadline + ACQUIRE_GRACE_MS, signal: opts.signal, name: opts.name };
-  }
-
-  get owner(): string {
-    return this.#owner;
-  }
-  get id(): string {
-    return this.#id;
-  }
-  /** Whether it waited (a `queued` event was told). */
-  get queued(): boolean {
-    return this.#queued;
   }
 
   /** Tell the event handler, if any, that this acquire waits (once per call); `retryMs` as Redis said. */
   wait(retryMs: number): void {
     const ev = this.state.events;
-    if (!ev || this.#queued) return;
-    this.#queued = true;
+    if (!ev || this.queued) return;
+    this.queued = true;
     emit(ev, {
       type: "queued",
       name: this.opts.name,
       kind: eventKind(this.opts.kind, this.opts.leader),
-      owner: this.#owner,
+      owner: this.owner,
       retryMs,
     });
   }
@@ -168,9 +158,9 @@ class Attempt {
     const opts = this.opts;
     const args = {
       kind: opts.kind,
-      owner: this.#owner,
+      owner: this.owner,
       ms: opts.ms,
-      attempt: this.#id,
+      attempt: this.id,
       entry,
       lockDelayMs: opts.lockDelayMs,
     };
@@ -228,8 +218,8 @@ class Attempt {
       this.#lateUndone = undefined;
       if (!await afterUndo(undone, opts, this.deadline)) throw this.timeout(-1);
     }
-    this.#id = attemptId();
-    if (opts.owner === undefined) this.#owner = newOwner(opts);
+    this.id = attemptId();
+    if (opts.owner === undefined) this.owner = newOwner(opts);
   }
 
   granted(fence: number, deadline: number, claimAt?: number, fenceText?: string): Granted {
@@ -237,7 +227,7 @@ class Attempt {
       kind: this.opts.kind,
       keys: this.keys,
       name: this.opts.name,
-      owner: this.#owner,
+      owner: this.owner,
       fence,
       fenceText,
       deadline,
@@ -254,7 +244,7 @@ class Attempt {
   undo(entry?: QueueEntry, ran?: () => void): Promise<void> {
     this.#undone = true;
     // This attempt's, even if retried after a restart.
-    const args = { kind: this.opts.kind, owner: this.#owner, attempt: this.#id, entry };
+    const args = { kind: this.opts.kind, owner: this.owner, attempt: this.id, entry };
     // Tried until the grant would have lapsed by TTL, or as long as this call waits, whichever is longer (a new attempt
     // of a fixed owner waits for it: see afterUndo).
     const ms = Math.max(this.opts.ms, this.bound.until - performance.now());

@@ -180,10 +180,6 @@ export class Hold {
   get lost(): boolean {
     return this.#lost;
   }
-  /** Why it was lost (undefined while not lost). */
-  get lostWith(): LeaseLostError | undefined {
-    return this.#lostWith;
-  }
   /** The event handler told of a handle on it, if any (see tell()). */
   get told(): LeaseEventHandler | undefined {
     return this.#told;
