@@ -117,13 +117,23 @@ async function acquireAtOnce(call: NamesCall): Promise<LeaseGroup | undefined> {
     if (ev) { for (const p of parts as LeaseImpl[]) acquiredEvent(ev, p, call.start, false, false); }
     return new LeaseGroup(parts as LeaseImpl[]);
   }
-  // The reply came after the lease ran out: undo this attempt (the holds it took, re-entries included) before
-  // taking the names one by one, which would otherwise re-enter them. Each handle is dropped without a release of
-  // its own: the undo gives back exactly what this attempt took.
+  // The reply came after the lease ran out. Each handle is dropped without a release of its own: the undo gives
+  // back exactly what this attempt took.
   for (const p of parts) p?.hold.drop(p);
-  // The undo may run after the names are taken below (an undo re-sent after NOSCRIPT runs after the commands
-  // sent meanwhile): wait for it as a single name's new attempt does (see afterUndo), with a new generated owner.
-  let left = keys.length;
+  await undoLate(call, undo);
+  return undefined;
+}
+
+/**
+ * Undo an all-at-once attempt whose reply came after the lease ran out (the holds it took, re-entries included)
+ * before the names are taken one by one, which would otherwise re-enter them. The undo may run after the names are
+ * taken (an undo re-sent after NOSCRIPT runs after the commands sent meanwhile): wait for it as a single name's new
+ * attempt does (see afterUndo), and go on with a new generated owner. `undo` gives back every name, telling `ran`
+ * of each once it has run in Redis.
+ */
+async function undoLate(call: NamesCall, undo: (ran: () => void) => Promise<unknown>): Promise<void> {
+  const opts = call.opts;
+  let left = call.keys.length;
   const ran = new Promise<boolean>((all) => void undo(() => void (--left === 0 && all(true))));
   let ok: boolean;
   try {
@@ -133,7 +143,6 @@ async function acquireAtOnce(call: NamesCall): Promise<LeaseGroup | undefined> {
   }
   if (!ok) throw call.failed(call.timeout());
   if (opts.owner === undefined) call.owner = newOwner(opts);
-  return undefined;
 }
 
 /**
