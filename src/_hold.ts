@@ -1,6 +1,7 @@
 // A Hold is one (target, name, owner) that this process holds, however many reentrant Lease handles share it.
 // It owns its clock and its one timer (the next renewal, or the local deadline) and every change of its state:
-// granted, re-entered, renewed, extended, lost, released.
+// granted, re-entered, renewed, extended, lost, released, a handle attached or dropped, an end hook added, a handler
+// told. Its state is private: others call its methods (and read its getters), never write its fields.
 import type { Logger } from "./configure.ts";
 import type { HoldEventBase, LeaseEventHandler } from "./events.ts";
 import { emit, eventKind } from "./_events.ts";
@@ -84,6 +85,7 @@ export interface Granted {
   readonly claimAt?: number;
 }
 
+/** One hold of this process on one target: see the top of this file. */
 export class Hold {
   // What the hold is: fixed at the grant.
   /** Where it lives. */
