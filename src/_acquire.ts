@@ -477,8 +477,8 @@ async function waitAsAttempt(attempt: Attempt, retryMs: number): Promise<Waited 
     for (;;) {
       opts.signal?.throwIfAborted();
       if (waiter.state === "granted") {
-        const g = waiter.grant!;
-        const lease = grant(state, attempt.granted(g.fence, g.deadline, g.claimAt), opts);
+        const { fence, deadline, claimAt } = waiter.grant!; // by message
+        const lease = grant(state, attempt.granted(fence, deadline, claimAt), opts);
         if (lease) return took(attempt, waiter, leave, lease, false);
         waiter.tooLate();
       }

@@ -136,18 +136,18 @@ export class Hold {
   /** Aborted when the hold stops here (see `ending`); made on first use. */
   #ending: AbortController | undefined;
 
-  constructor(target: Target, id: string, g: Granted, opts: GrantOptions, clock: Clock = realClock) {
+  constructor(target: Target, id: string, got: Granted, opts: GrantOptions, clock: Clock = realClock) {
     this.target = target;
     this.id = id;
     this.clock = clock;
-    this.kind = g.kind;
-    this.keys = g.keys;
-    this.name = g.name;
-    this.owner = g.owner;
-    this.fence = g.fence;
-    this.#fenceText = g.fenceText;
-    this.#deadline = g.deadline;
-    this.#claimAt = g.claimAt;
+    this.kind = got.kind;
+    this.keys = got.keys;
+    this.name = got.name;
+    this.owner = got.owner;
+    this.fence = got.fence;
+    this.#fenceText = got.fenceText;
+    this.#deadline = got.deadline;
+    this.#claimAt = got.claimAt;
     this.#ms = opts.ms;
     this.#watchdog = opts.watchdog;
     this.replicas = opts.replicas;
@@ -209,7 +209,7 @@ export class Hold {
   /** A new handle on this hold (see grant()): its timer is armed for it. */
   attach(lease: LeaseImpl): void {
     this.#handles.push(lease);
-    this.arm();
+    this.#arm();
   }
 
   /** Take `lease` off this hold; true when it was the last handle. */
@@ -254,7 +254,7 @@ export class Hold {
   renewed(t0: number, ms: number): void {
     this.#claimAt = undefined;
     this.#deadline = Math.max(this.#deadline, t0 + ms - drift(ms));
-    this.arm();
+    this.#arm();
   }
 
   /** Redis set the TTL to `ms` by an extend() sent at `t0`: the deadline is exactly that, even if earlier. */
@@ -262,11 +262,11 @@ export class Hold {
     this.#claimAt = undefined;
     this.#deadline = t0 + ms - drift(ms);
     if (!this.#watchdog) this.#ms = ms;
-    this.arm();
+    this.#arm();
   }
 
   /** Arm the one timer: the claim or the next renewal (unless one is in flight), else the deadline. */
-  arm(): void {
+  #arm(): void {
     if (this.#timer !== undefined) this.clock.clear(this.#timer);
     this.#timer = undefined;
     if (!this.active) return;
@@ -287,7 +287,7 @@ export class Hold {
    */
   #guard(turned: boolean): void {
     this.#timer = undefined;
-    if (this.clock.now() < this.#deadline) return this.arm();
+    if (this.clock.now() < this.#deadline) return this.#arm();
     if (this.#renewing && !turned) {
       this.#timer = this.clock.set(() => this.#guard(true), 1);
       return;
@@ -300,7 +300,7 @@ export class Hold {
     if (!this.active) return;
     if (this.clock.now() >= this.#deadline) return this.lose(this.#watchdog ? "unreachable" : "expired");
     this.#renewing = true;
-    this.arm(); // the deadline guard while the renewal is in flight
+    this.#arm(); // the deadline guard while the renewal is in flight
     const t0 = this.clock.now();
     let held: boolean;
     try {
@@ -353,7 +353,7 @@ export class Hold {
     this.#stop();
     this.#runEndHooks();
     const reason = this.#lostWith = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
-    for (const h of this.#handles.slice()) h.end(reason); // a copy: a handle's abort listener may release it
+    for (const handle of this.#handles.slice()) handle.end(reason); // a copy: a handle's abort listener may release it
     if (this.target.logger?.debug) {
       log(this.target.logger, "debug", `redlease: lease '${this.name}' lost (${why})`, {
         name: this.name,
@@ -456,17 +456,17 @@ export class LeaseImpl extends Ending implements Lease {
     return this.hold.deadline;
   }
   get token(): string {
-    const h = this.hold;
-    if (!h.target.resumable) {
+    const hold = this.hold;
+    if (!hold.target.resumable) {
       throw new TypeError(`Cannot make a token for lease '${this.name}': a Redlock lease cannot be resumed elsewhere`);
     }
     return tokenOf({
-      name: h.name,
-      keys: h.keys,
-      owner: h.owner,
-      fence: h.fence,
-      fenceText: h.fenceText,
-      kind: h.kind,
+      name: hold.name,
+      keys: hold.keys,
+      owner: hold.owner,
+      fence: hold.fence,
+      fenceText: hold.fenceText,
+      kind: hold.kind,
     });
   }
   get remainingMs(): number {
@@ -490,22 +490,27 @@ export class LeaseImpl extends Ending implements Lease {
  * Attach a new handle for a fresh, reentrant or handed-over grant. Returns undefined when the grant is already
  * past its local deadline: it counts as not acquired (the caller undoes it).
  */
-export function grant(target: Target, g: Granted, opts: GrantOptions, clock: Clock = realClock): LeaseImpl | undefined {
-  if (g.deadline <= clock.now()) return undefined;
-  const id = holdId(g.keys, g.owner, g.kind);
+export function grant(
+  target: Target,
+  got: Granted,
+  opts: GrantOptions,
+  clock: Clock = realClock,
+): LeaseImpl | undefined {
+  if (got.deadline <= clock.now()) return undefined;
+  const id = holdId(got.keys, got.owner, got.kind);
   let hold = target.holds.get(id);
-  if (hold && hold.fence !== g.fence) {
+  if (hold && hold.fence !== got.fence) {
     // Redis granted a new lease (new fence): the hold we knew of had been lost without us noticing yet.
     hold.lose("not-held");
     hold = undefined;
   }
   if (!hold) {
-    hold = new Hold(target, id, g, opts, clock);
+    hold = new Hold(target, id, got, opts, clock);
     target.holds.set(id, hold);
   } else {
-    hold.reenter(g.deadline, opts, g.claimAt);
+    hold.reenter(got.deadline, opts, got.claimAt);
   }
-  const lease = new LeaseImpl(hold, g.name, g.owner, g.fence);
+  const lease = new LeaseImpl(hold, got.name, got.owner, got.fence);
   hold.attach(lease);
   return lease;
 }

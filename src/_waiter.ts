@@ -18,6 +18,7 @@ export interface MessageGrant {
 
 export type WaiterState = "queued" | "granted" | "unverified" | "ended";
 
+/** The waiter of one acquire call (see the top of this file): what its messages and checks have told it. */
 export class Waiter {
   readonly entry: QueueEntry;
   readonly now: () => number;
