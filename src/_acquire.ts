@@ -439,12 +439,20 @@ function entryOf(attempt: Attempt): QueueEntry {
 }
 
 /**
- * Listen on the attempt's waiter channel, handing its messages to `waiter`: how to stop listening, at once when this
- * client listens there already (no promise on the contended path), else once subscribed within the wait.
+ * Listen on the attempt's waiter channel: how to stop listening, at once when this client listens there already (no
+ * promise on the contended path), else once subscribed within the wait.
  */
-function listen(attempt: Attempt, waiter: Waiter, retryMs: number): (() => void) | Promise<() => void> {
-  const listening = attempt.state.listen(attempt.keys, attempt.id, (m) => waiter.onMessage(m));
-  if (typeof listening === "function") return listening;
+function listen(
+  attempt: Attempt,
+  onMessage: Waiter["onMessage"],
+  retryMs: number,
+): (() => void) | Promise<() => void> {
+  const listening = attempt.state.listen(attempt.keys, attempt.id, onMessage);
+  return typeof listening === "function" ? listening : subscribing(attempt, listening, retryMs);
+}
+
+/** The subscription under way, bounded by the wait. (Its own function: its closures cost listen() nothing.) */
+function subscribing(attempt: Attempt, listening: Promise<() => void>, retryMs: number): Promise<() => void> {
   return bounded(listening, { ...attempt.bound, until: attempt.deadline }).catch((e: unknown) => {
     listening.then((leave) => leave(), () => {});
     throw e instanceof RedisTimeoutError ? attempt.timeout(retryMs) : attempt.failure(e);
@@ -471,7 +479,7 @@ async function waitAsAttempt(attempt: Attempt, retryMs: number): Promise<Waited 
   const entry = entryOf(attempt);
   const waiter = new Waiter(entry);
   attempt.wait(retryMs);
-  const listening = listen(attempt, waiter, retryMs);
+  const listening = listen(attempt, (m) => waiter.onMessage(m), retryMs);
   const leave = typeof listening === "function" ? listening : await listening;
   try {
     for (;;) {
