@@ -51,7 +51,7 @@ export interface Redlock {
   /** The clients of the masters, in the order given. */
   readonly clients: readonly RedisLike[];
   /** @ignore */
-  readonly [REDLOCK]: (o: Resolved) => Promise<LeaseImpl>;
+  readonly [REDLOCK]: (opts: Resolved) => Promise<LeaseImpl>;
 }
 
 export function isRedlock(c: unknown): c is Redlock {
@@ -83,55 +83,63 @@ export function resolveNames(op: string, client: RedisLike | Redlock, names: rea
 }
 
 /** acquire() on one client, or by Redlock for a group. */
-export function acquireAny(client: RedisLike | Redlock, o: Resolved): Promise<LeaseImpl> {
-  if (!isRedlock(client)) return acquireResolved(client, o);
-  if (o.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock", o.replicas);
-  if (permitsOf(o.kind) !== undefined) {
+export function acquireAny(client: RedisLike | Redlock, opts: Resolved): Promise<LeaseImpl> {
+  if (!isRedlock(client)) return acquireResolved(client, opts);
+  if (opts.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock", opts.replicas);
+  if (permitsOf(opts.kind) !== undefined) {
     // Quorums of permits do not bound the holders: with 3 masters and 2 permits, holders on masters {1, 2}, {2, 3}
     // and {1, 3} each have a majority while no master has more than 2.
     fail(
       "acquire lease",
       "permits",
       "cannot be combined with Redlock: a majority per permit does not bound the holders",
-      permitsOf(o.kind),
+      permitsOf(opts.kind),
     );
   }
-  return client[REDLOCK](o);
+  return client[REDLOCK](opts);
 }
 
 /** One acquire call: what it talks to, who it is for, and its bounds. */
 class Attempt {
-  readonly st: ClientState;
+  readonly state: ClientState;
+  readonly opts: Resolved;
   readonly keys: LeaseKeys;
-  owner: string;
-  id = attemptId();
   readonly start = performance.now();
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
   readonly deadline: number;
   readonly bound: { until: number; signal: AbortSignal | undefined; name: string };
-
-  constructor(client: RedisLike, readonly o: Resolved) {
-    this.st = stateOf(client);
-    this.keys = keysOf(o.prefix, o.name);
-    this.owner = ownerFor(this.st, this.keys, o);
-    this.deadline = this.start + o.waitMs;
-    this.bound = { until: this.deadline + ACQUIRE_GRACE_MS, signal: o.signal, name: o.name };
-  }
-
-  /** Whether undo() has been sent since the last call. */
-  undone = false;
+  // Written only by its own methods (public to read: a getter each would cost bytes in the core bundle).
+  /** Who it acquires for: a generated owner is new with every restart(). */
+  owner: string;
+  /** Names its calls and its undo: new with every restart(). */
+  id = attemptId();
   /** Whether it waited (a `queued` event was told). */
   queued = false;
+  /** Whether undo() has been sent since the last call. */
+  #undone = false;
+  /** Set when a grant came too late to use: the reason a wait that then runs out gives. */
+  #late: Error | undefined;
+  /** Resolves (true) once the undo of the latest late grant has run in Redis; undefined after restart(). */
+  #lateUndone: Promise<boolean> | undefined;
+
+  constructor(client: RedisLike, opts: Resolved) {
+    this.state = stateOf(client);
+    this.opts = opts;
+    this.keys = keysOf(opts.prefix, opts.name);
+    this.owner = ownerFor(this.state, this.keys, opts);
+    this.deadline = this.start + opts.waitMs;
+    this.bound = { until: this.deadline + ACQUIRE_GRACE_MS, signal: opts.signal, name: opts.name };
+  }
 
   /** Tell the event handler, if any, that this acquire waits (once per call); `retryMs` as Redis said. */
   wait(retryMs: number): void {
-    const ev = this.st.events;
+    const ev = this.state.events;
     if (!ev || this.queued) return;
     this.queued = true;
     emit(ev, {
       type: "queued",
-      name: this.o.name,
-      kind: eventKind(this.o.kind, this.o.leader),
+      name: this.opts.name,
+      kind: eventKind(this.opts.kind, this.opts.leader),
       owner: this.owner,
       retryMs,
     });
@@ -139,19 +147,31 @@ class Attempt {
 
   /**
    * One script call. When it fails, its outcome is unknown: the caller abandons the attempt. When it says that the
-   * lease is held, that (not a late grant) is the reason a wait that then runs out gives: the caller clears `late`.
+   * lease is held, that (not a late grant) is the reason a wait that then runs out gives: the caller says heldElsewhere().
    */
   call(entry?: QueueEntry): Promise<Acquired> {
-    this.undone = false;
-    const o = this.o;
-    const a = { kind: o.kind, owner: this.owner, ms: o.ms, attempt: this.id, entry, lockDelayMs: o.lockDelayMs };
-    const r = acquireCall(this.st, this.keys, a, this.bound);
-    const ev = this.st.events;
-    return ev ? r.then((x) => (x.passedOn && this.passedOn(ev), x)) : r;
+    this.#undone = false;
+    const opts = this.opts;
+    const args = {
+      kind: opts.kind,
+      owner: this.owner,
+      ms: opts.ms,
+      attempt: this.id,
+      entry,
+      lockDelayMs: opts.lockDelayMs,
+    };
+    const reply = acquireCall(this.state, this.keys, args, this.bound);
+    const ev = this.state.events;
+    return ev ? reply.then((got) => (got.passedOn && this.passedOn(ev), got)) : reply;
   }
 
   passedOn(ev: LeaseEventHandler): void {
-    emit(ev, { type: "passed-on", name: this.o.name, kind: eventKind(this.o.kind, this.o.leader) });
+    emit(ev, { type: "passed-on", name: this.opts.name, kind: eventKind(this.opts.kind, this.opts.leader) });
+  }
+
+  /** Redis said the lease is held by someone: that, not a late grant, is why a wait that then runs out fails. */
+  heldElsewhere(): void {
+    this.#late = undefined;
   }
 
   /**
@@ -160,27 +180,23 @@ class Attempt {
    */
   async abandon(e: unknown, entry?: QueueEntry): Promise<unknown> {
     const failure = this.failure(e);
-    if (!this.undone) {
-      const left = this.o.signal?.aborted ? ABORT_CLEANUP_MS : this.bound.until - performance.now();
+    if (!this.#undone) {
+      const left = this.opts.signal?.aborted ? ABORT_CLEANUP_MS : this.bound.until - performance.now();
       await Promise.race([this.undo(entry), nap(Math.max(0, Math.min(left, ABORT_CLEANUP_MS * 4)), undefined)]);
     }
     return failure;
   }
 
-  /** Set when a grant came too late to use: the reason a wait that then runs out gives. */
-  late: Error | undefined;
-  /** Resolves (true) once the undo of the latest late grant has run in Redis; undefined after restart(). */
-  #lateUndone: Promise<boolean> | undefined;
-
-  /** A grant from reply `r` to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
-  fromReply(r: { fence: number; fenceText?: string }, t0: number): LeaseImpl | undefined {
+  /** A grant from `reply` to a call sent at `t0`; undefined (and undone) when it is already past its deadline. */
+  fromReply(reply: { fence: number; fenceText?: string }, t0: number): LeaseImpl | undefined {
+    const ms = this.opts.ms;
     const lease = grant(
-      this.st,
-      this.granted(r.fence, t0 + this.o.ms - drift(this.o.ms), undefined, r.fenceText),
-      this.o,
+      this.state,
+      this.granted(reply.fence, t0 + ms - drift(ms), undefined, reply.fenceText),
+      this.opts,
     );
     if (lease) return lease;
-    this.late = new Error(`the lease was granted, but its reply came after the lease ran out (${this.o.ms} ms)`);
+    this.#late = new Error(`the lease was granted, but its reply came after the lease ran out (${ms} ms)`);
     this.#lateUndone = new Promise<boolean>((undone) => void this.undo(undefined, () => undone(true)));
     return undefined;
   }
@@ -193,20 +209,20 @@ class Attempt {
    * the new attempt cannot re-enter the old grant either (see afterUndo()).
    */
   async restart(): Promise<void> {
-    const o = this.o, undone = this.#lateUndone;
+    const opts = this.opts, undone = this.#lateUndone;
     if (undone) {
       this.#lateUndone = undefined;
-      if (!await afterUndo(undone, o, this.deadline)) throw this.timeout(-1);
+      if (!await afterUndo(undone, opts, this.deadline)) throw this.timeout(-1);
     }
     this.id = attemptId();
-    if (o.owner === undefined) this.owner = newOwner(o);
+    if (opts.owner === undefined) this.owner = newOwner(opts);
   }
 
   granted(fence: number, deadline: number, claimAt?: number, fenceText?: string): Granted {
     return {
-      kind: this.o.kind,
+      kind: this.opts.kind,
       keys: this.keys,
-      name: this.o.name,
+      name: this.opts.name,
       owner: this.owner,
       fence,
       fenceText,
@@ -222,24 +238,25 @@ class Attempt {
    * once Redis has run it (at whichever try).
    */
   undo(entry?: QueueEntry, ran?: () => void): Promise<void> {
-    this.undone = true;
+    this.#undone = true;
     // This attempt's, even if retried after a restart.
-    const args = { kind: this.o.kind, owner: this.owner, attempt: this.id, entry };
+    const args = { kind: this.opts.kind, owner: this.owner, attempt: this.id, entry };
     // Tried until the grant would have lapsed by TTL, or as long as this call waits, whichever is longer (a new attempt
     // of a fixed owner waits for it: see afterUndo).
-    const ms = Math.max(this.o.ms, this.bound.until - performance.now());
-    return giveBack(this.st, this.keys, args, ms, this.o.name, 0, ran);
+    const ms = Math.max(this.opts.ms, this.bound.until - performance.now());
+    return giveBack(this.state, this.keys, args, ms, this.opts.name, 0, ran);
   }
 
   /** The error to reject with: the signal's reason, a LockTimeoutError for a bound that passed, else as is. */
   failure(e: unknown): unknown {
-    if (this.o.signal?.aborted) return this.o.signal.reason;
-    if (e instanceof LeaseKindError && e.lockName === "") return new LeaseKindError(this.o.name, e.why, e.found);
-    return asLockTimeout(e, this.o.name, this.waited());
+    const { signal, name } = this.opts;
+    if (signal?.aborted) return signal.reason;
+    if (e instanceof LeaseKindError && e.lockName === "") return new LeaseKindError(name, e.why, e.found);
+    return asLockTimeout(e, name, this.waited());
   }
 
   timeout(retryMs: number): LockTimeoutError {
-    return new LockTimeoutError(this.o.name, retryMs, this.waited(), this.late && { cause: this.late });
+    return new LockTimeoutError(this.opts.name, retryMs, this.waited(), this.#late && { cause: this.#late });
   }
 
   waited(): number {
@@ -254,7 +271,7 @@ class Attempt {
  * is called once Redis has run it (at whichever try).
  */
 export function giveBack(
-  st: ClientState,
+  state: ClientState,
   keys: LeaseKeys,
   args: ReleaseArgs,
   ms: number,
@@ -265,7 +282,7 @@ export function giveBack(
   const until = performance.now() + ms;
   return new Promise<void>((settled) => {
     const send = (backoff: number): void =>
-      void releaseCall(st, keys, args, { until, name }).then(() => {
+      void releaseCall(state, keys, args, { until, name }).then(() => {
         ran?.();
         settled();
       }, (e) => {
@@ -274,13 +291,10 @@ export function giveBack(
           unrefTimeout(() => send(Math.min(backoff * 2, 1_000)), backoff);
         } else {
           log(
-            st.logger,
+            state.logger,
             "warn",
             `redlease: lease '${name}' was not surely given back (${String(e)}); at worst it lapses by its TTL`,
-            {
-              name,
-              error: e,
-            },
+            { name, error: e },
           );
         }
       });
@@ -297,11 +311,11 @@ export function giveBack(
  * as a re-entry of a live hold), and the undo would then drop nothing: it waits until the undo has run, and false
  * (the caller fails with LockTimeoutError) when the wait ends at `deadline` first. An abort rejects with its reason.
  */
-export async function afterUndo(undone: Promise<boolean>, o: Resolved, deadline: number): Promise<boolean> {
-  const fixed = o.owner !== undefined;
+export async function afterUndo(undone: Promise<boolean>, opts: Resolved, deadline: number): Promise<boolean> {
+  const fixed = opts.owner !== undefined;
   const until = fixed ? deadline : Math.min(deadline, performance.now() + 1_000);
-  const ran = await within(undone, until - performance.now(), o.signal);
-  o.signal?.throwIfAborted();
+  const ran = await within(undone, until - performance.now(), opts.signal);
+  opts.signal?.throwIfAborted();
   return ran || !fixed;
 }
 
@@ -316,41 +330,42 @@ function within(p: Promise<boolean>, ms: number, signal: AbortSignal | undefined
 }
 
 /** acquire() after validation. */
-export async function acquireResolved(client: RedisLike, o: Resolved): Promise<LeaseImpl> {
-  const a = new Attempt(client, o);
-  const queue = o.waitMs > 0 && a.st.canListen;
-  let w: Waited | undefined;
+export async function acquireResolved(client: RedisLike, opts: Resolved): Promise<LeaseImpl> {
+  const attempt = new Attempt(client, opts);
+  const queue = opts.waitMs > 0 && attempt.state.canListen;
+  let waited: Waited | undefined;
   // (One async frame for the whole call: the uncontended path allocates no more promises than it must.)
   try {
-    if (queue && a.st.subscribed(a.keys)) {
+    if (queue && attempt.state.subscribed(attempt.keys)) {
       // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
-      w = await waitQueued(a, -1);
+      waited = await waitQueued(attempt, -1);
     } else {
-      let r: Acquired;
+      let reply: Acquired;
       try {
-        r = await a.call();
+        reply = await attempt.call();
       } catch (e) {
-        throw await a.abandon(e);
+        throw await attempt.abandon(e);
       }
-      const lease = r.fence === undefined ? undefined : a.fromReply(r, a.start);
-      if (lease) w = { lease, wrote: true };
-      else if (o.waitMs === 0) throw a.timeout(r.retryMs ?? 0);
+      const lease = reply.fence === undefined ? undefined : attempt.fromReply(reply, attempt.start);
+      if (lease) waited = { lease, wrote: true };
+      else if (opts.waitMs === 0) throw attempt.timeout(reply.retryMs ?? 0);
       else {
-        o.signal?.throwIfAborted();
+        opts.signal?.throwIfAborted();
         // A late grant, being undone: never re-checked under the same attempt (see restart()).
-        if (r.fence !== undefined) await a.restart();
-        w = queue ? await waitQueued(a, r.retryMs ?? 0) : await waitPolling(a, r.retryMs ?? 0);
+        if (reply.fence !== undefined) await attempt.restart();
+        const retryMs = reply.retryMs ?? 0;
+        waited = queue ? await waitQueued(attempt, retryMs) : await waitPolling(attempt, retryMs);
       }
     }
-    if (o.replicas > 0) await confirmReplicated(a, w.lease, w.wrote);
+    if (opts.replicas > 0) await confirmReplicated(attempt, waited.lease, waited.wrote);
   } catch (e) {
-    const ev = a.st.events;
-    if (ev) failedEvent(ev, o.name, eventKind(o.kind, o.leader), e, o.signal, a.start);
+    const ev = attempt.state.events;
+    if (ev) failedEvent(ev, opts.name, eventKind(opts.kind, opts.leader), e, opts.signal, attempt.start);
     throw e;
   }
-  const ev = a.st.events;
-  if (ev) acquiredEvent(ev, w.lease, a.start, a.queued, !w.wrote);
-  return w.lease;
+  const ev = attempt.state.events;
+  if (ev) acquiredEvent(ev, waited.lease, attempt.start, attempt.queued, !waited.wrote);
+  return waited.lease;
 }
 
 interface Waited {
@@ -363,29 +378,25 @@ interface Waited {
  * With `replicas`, a grant counts only once that many replicas acknowledged it (WAIT on the connection that
  * wrote it, right after the write); otherwise undo it and fail.
  */
-async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): Promise<void> {
-  const hold = lease.hold;
+async function confirmReplicated(attempt: Attempt, lease: LeaseImpl, wrote: boolean): Promise<void> {
+  const { state, keys, opts } = attempt;
   let acked: number;
   try {
     // A handoff was written by the releaser's connection: write once more on ours so WAIT covers the grant.
     const t0 = performance.now();
     if (!wrote) {
-      if (
-        await extendCall(a.st, a.keys, { kind: a.o.kind, owner: a.owner, ms: a.o.ms, fence: hold.fence }, a.bound) !==
-          true
-      ) {
-        throw new LeaseLostError(a.o.name, "not-held");
-      }
-      hold.renewed(t0, a.o.ms);
+      const args = { kind: opts.kind, owner: attempt.owner, ms: opts.ms, fence: lease.hold.fence };
+      if (await extendCall(state, keys, args, attempt.bound) !== true) throw new LeaseLostError(opts.name, "not-held");
+      lease.hold.renewed(t0, opts.ms);
     }
-    acked = await a.st.waitReplicas(a.keys.hash, a.o.replicas, a.o.replicaTimeoutMs, a.bound);
+    acked = await state.waitReplicas(keys.hash, opts.replicas, opts.replicaTimeoutMs, attempt.bound);
   } catch (e) {
     await releaseHandle(lease).catch(() => {});
-    throw a.failure(e);
+    throw attempt.failure(e);
   }
-  if (acked < a.o.replicas) {
+  if (acked < opts.replicas) {
     await releaseHandle(lease).catch(() => {});
-    throw new ReplicationError(a.o.name, acked, a.o.replicas);
+    throw new ReplicationError(opts.name, acked, opts.replicas);
   }
 }
 
@@ -395,121 +406,147 @@ async function confirmReplicated(a: Attempt, lease: LeaseImpl, wrote: boolean): 
  * background unless it is released first. Between messages the waiter re-checks on a heartbeat of `claimMs`,
  * which also passes on a grant that its waiter never claimed.
  */
-async function waitQueued(a: Attempt, retryMs: number): Promise<Waited> {
+async function waitQueued(attempt: Attempt, retryMs: number): Promise<Waited> {
   for (;;) {
-    const w = await waitAsAttempt(a, retryMs);
-    if (w) return w;
+    const waited = await waitAsAttempt(attempt, retryMs);
+    if (waited) return waited;
     // A grant came too late to use, and its undo names this attempt. That undo may run after a re-check sent
     // meanwhile (an undo re-sent after NOSCRIPT runs after it): a re-check by the same attempt would claim the grant
     // being undone, and return a lease that the undo then frees. So wait for the undo (briefly), and go on as a new
     // attempt, which it cannot free. (The grant took this waiter's entry out of the queue: a new one loses no place.)
-    await a.restart();
-    a.o.signal?.throwIfAborted();
+    await attempt.restart();
+    attempt.opts.signal?.throwIfAborted();
   }
 }
 
-/** One attempt's wait in the queue: the lease, or undefined when a grant came too late to use (it is being undone). */
-async function waitAsAttempt(a: Attempt, retryMs: number): Promise<Waited | undefined> {
-  const { st, o } = a;
-  const entry: QueueEntry = {
-    clientId: st.id,
-    attempt: a.id,
-    ms: o.ms,
-    claimMs: o.claimMs,
-    lockDelayMs: o.lockDelayMs,
-    kind: o.kind,
-    owner: a.owner,
+/** What the scripts keep of an attempt that waits in the queue. */
+function entryOf(attempt: Attempt): QueueEntry {
+  const opts = attempt.opts;
+  return {
+    clientId: attempt.state.id,
+    attempt: attempt.id,
+    ms: opts.ms,
+    claimMs: opts.claimMs,
+    lockDelayMs: opts.lockDelayMs,
+    kind: opts.kind,
+    owner: attempt.owner,
   };
+}
+
+/**
+ * Listen on the attempt's waiter channel: how to stop listening, at once when this client listens there already (no
+ * promise on the contended path), else once subscribed within the wait.
+ */
+function listen(
+  attempt: Attempt,
+  onMessage: Waiter["onMessage"],
+  retryMs: number,
+): (() => void) | Promise<() => void> {
+  const listening = attempt.state.listen(attempt.keys, attempt.id, onMessage);
+  return typeof listening === "function" ? listening : subscribing(attempt, listening, retryMs);
+}
+
+/** The subscription under way, bounded by the wait. (Its own function: its closures cost listen() nothing.) */
+function subscribing(attempt: Attempt, listening: Promise<() => void>, retryMs: number): Promise<() => void> {
+  return bounded(listening, { ...attempt.bound, until: attempt.deadline }).catch((e: unknown) => {
+    listening.then((leave) => leave(), () => {});
+    throw e instanceof RedisTimeoutError ? attempt.timeout(retryMs) : attempt.failure(e);
+  });
+}
+
+/** The wait is over with `lease`: stop listening, but keep the subscription while the lease is held. */
+function took(attempt: Attempt, waiter: Waiter, leave: () => void, lease: LeaseImpl, wrote: boolean): Waited {
+  waiter.end();
+  // Keep the subscription while we hold what we waited for: we are likely to wait here again.
+  const unref = attempt.state.retain(attempt.keys);
+  leave();
+  lease.hold.addEndHook(unref);
+  return { lease, wrote };
+}
+
+/**
+ * One attempt's wait in the queue: the lease, or undefined when a grant came too late to use (it is being undone).
+ * (One loop of a little over 50 lines: each pass is one check and at most one nap, and the nap stays in this frame
+ * so that a contended acquire makes no more promises than it must.)
+ */
+async function waitAsAttempt(attempt: Attempt, retryMs: number): Promise<Waited | undefined> {
+  const { state, opts } = attempt;
+  const entry = entryOf(attempt);
   const waiter = new Waiter(entry);
-  a.wait(retryMs);
-  const listening = st.listen(a.keys, a.id, (m) => waiter.onMessage(m));
-  let leave: () => void;
-  if (typeof listening === "function") leave = listening;
-  else {
-    try {
-      leave = await bounded(listening, { ...a.bound, until: a.deadline });
-    } catch (e) {
-      listening.then((l) => l(), () => {});
-      throw e instanceof RedisTimeoutError ? a.timeout(retryMs) : a.failure(e);
-    }
-  }
-  const took = (lease: LeaseImpl, wrote: boolean): Waited => {
-    waiter.state = "ended";
-    // Keep the subscription while we hold what we waited for: we are likely to wait here again.
-    const unref = st.retain(a.keys);
-    leave();
-    (lease.hold.onEnd ??= []).push(unref);
-    return { lease, wrote };
-  };
+  attempt.wait(retryMs);
+  const listening = listen(attempt, (m) => waiter.onMessage(m), retryMs);
+  const leave = typeof listening === "function" ? listening : await listening;
   try {
     for (;;) {
-      o.signal?.throwIfAborted();
+      opts.signal?.throwIfAborted();
       if (waiter.state === "granted") {
-        const g = waiter.grant!;
-        const lease = grant(st, a.granted(g.fence, g.deadline, g.claimAt), o);
-        if (lease) return took(lease, false);
-        waiter.state = "unverified"; // too late to use unclaimed: the next check claims it if still ours
+        const { fence, deadline, claimAt } = waiter.grant!; // by message
+        const lease = grant(state, attempt.granted(fence, deadline, claimAt), opts);
+        if (lease) return took(attempt, waiter, leave, lease, false);
+        waiter.tooLate();
       }
       const version = waiter.version;
       const t0 = performance.now();
-      const r = await a.call(entry);
-      if (r.fence !== undefined) {
-        const lease = a.fromReply(r, t0);
-        if (lease) return took(lease, true);
-        waiter.state = "ended"; // past its deadline when the reply came: undone, and this attempt is over
+      const reply = await attempt.call(entry);
+      if (reply.fence !== undefined) {
+        const lease = attempt.fromReply(reply, t0);
+        if (lease) return took(attempt, waiter, leave, lease, true);
+        waiter.end(); // past its deadline when the reply came: undone, and this attempt is over
         leave();
         return undefined;
       }
-      a.late = undefined; // held by someone: that is why, if the wait runs out
+      attempt.heldElsewhere();
       // Queued again: its entry was dropped, maybe as dead (its client's subscription is gone): subscribe again.
       // (Decided a moment later: the grant message of the dropped entry may still be unread; see droppedUnheard.)
-      if (waiter.queued(r, t0)) unrefTimeout(() => waiter.droppedUnheard && st.relisten(a.keys), RELISTEN_AFTER_MS);
-      if (waiter.version === version && waiter.state === "unverified") waiter.state = "queued"; // taken back
-      retryMs = r.retryMs;
-      const left = a.deadline - performance.now();
-      if (left <= 0) throw a.timeout(retryMs);
+      if (waiter.queued(reply, t0)) {
+        unrefTimeout(() => waiter.droppedUnheard && state.relisten(attempt.keys), RELISTEN_AFTER_MS);
+      }
+      waiter.takenBack(version);
+      retryMs = reply.retryMs;
+      const left = attempt.deadline - performance.now();
+      if (left <= 0) throw attempt.timeout(retryMs);
       if (waiter.state !== "queued") continue;
       // Sleep until the holder's TTL ends, the heartbeat, or a message (a grant, or a re-check after a resubscribe).
       // The heartbeat is at most a claim window, so that a grant the waiter ahead never claims is passed on within
       // about two of them; it also refreshes the queue's TTL, so it is never longer than a third of it.
-      const wakeAt = performance.now() + Math.min(retryMs + 1, left, o.claimMs, QUEUE_TTL_MS / 3);
-      while (waiter.state === "queued" && !o.signal?.aborted) {
-        const target = Math.min(wakeAt, waiter.recheckAt);
-        const ms = target - performance.now();
+      const wakeAt = performance.now() + Math.min(retryMs + 1, left, opts.claimMs, QUEUE_TTL_MS / 3);
+      while (waiter.state === "queued" && !opts.signal?.aborted) {
+        const ms = Math.min(wakeAt, waiter.recheckAt) - performance.now();
         if (ms <= 0) break;
-        await nap(ms, o.signal, (w) => waiter.onWake(w));
+        await nap(ms, opts.signal, (wake) => waiter.onWake(wake));
       }
-      waiter.recheckAt = Infinity;
+      waiter.woke();
     }
   } catch (e) {
-    waiter.state = "ended";
+    waiter.end();
     leave();
-    throw await a.abandon(e, entry);
+    throw await attempt.abandon(e, entry);
   }
 }
 
 /** Without pub/sub (e.g. HTTP): retry with jittered exponential backoff, every sleep bounded by the holder's TTL. */
-async function waitPolling(a: Attempt, retryMs: number): Promise<Waited> {
-  a.wait(retryMs);
+async function waitPolling(attempt: Attempt, retryMs: number): Promise<Waited> {
+  attempt.wait(retryMs);
   for (let backoff = 10;; backoff = Math.min(backoff * 2, 1_000)) {
-    const left = a.deadline - performance.now();
-    if (left <= 0) throw a.timeout(retryMs);
-    await nap(Math.min(retryMs < 0 ? backoff : retryMs + 1, left, backoff * (0.5 + Math.random())), a.o.signal);
-    a.o.signal?.throwIfAborted();
+    const left = attempt.deadline - performance.now();
+    if (left <= 0) throw attempt.timeout(retryMs);
+    const signal = attempt.opts.signal;
+    await nap(Math.min(retryMs < 0 ? backoff : retryMs + 1, left, backoff * (0.5 + Math.random())), signal);
+    signal?.throwIfAborted();
     const t0 = performance.now();
-    let r: Acquired;
+    let reply: Acquired;
     try {
-      r = await a.call();
+      reply = await attempt.call();
     } catch (e) {
-      throw await a.abandon(e);
+      throw await attempt.abandon(e);
     }
-    if (r.fence !== undefined) {
-      const lease = a.fromReply(r, t0);
+    if (reply.fence !== undefined) {
+      const lease = attempt.fromReply(reply, t0);
       if (lease) return { lease, wrote: true };
-      await a.restart();
+      await attempt.restart();
     } else {
-      a.late = undefined; // held by someone: that is why, if the wait runs out
-      retryMs = r.retryMs;
+      attempt.heldElsewhere();
+      retryMs = reply.retryMs;
     }
   }
 }

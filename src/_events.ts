@@ -20,9 +20,7 @@ export function acquiredEvent(
 ): void {
   const hold = lease.hold;
   // Re-entered: a hold this handler was told of already (one got before it was registered is new to it).
-  const reentered = hold.told === handler;
-  if (hold.since < 0) hold.since = startedAt;
-  lease.told = hold.told = handler;
+  const reentered = hold.tell(handler, lease, startedAt);
   const waitMs = performance.now() - startedAt;
   // (One object, not a spread of event(): every acquire builds it.)
   emit(handler, {

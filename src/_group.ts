@@ -2,19 +2,18 @@
 // released, extended and lost together. Its signal aborts when any of its holds is lost.
 import { type LeaseImpl, releaseHandle } from "./_hold.ts";
 import type { Lease, LeaseKind } from "./lease.ts";
+import { Ending } from "./_ending.ts";
 
-/** The abort reason of a released group: one shared instance. */
-let released: DOMException | undefined;
-
-export class LeaseGroup implements Lease {
-  #controller: AbortController | undefined;
-  #ended: unknown;
-  /** Set once release() has started. */
-  releasing: Promise<boolean> | undefined;
+/** A lease over several names: what acquire() returns for them. Its signal and release are those of every handle. */
+export class LeaseGroup extends Ending implements Lease {
+  /** The handle on each name, in the caller's order of names. */
+  readonly parts: readonly LeaseImpl[];
   readonly name: string;
 
   /** `parts` in the caller's order of names; every part is live and has the same owner. */
-  constructor(readonly parts: readonly LeaseImpl[]) {
+  constructor(parts: readonly LeaseImpl[]) {
+    super();
+    this.parts = parts;
     this.name = parts.map((p) => p.name).join(", ");
     const onLost = (p: LeaseImpl) => () => this.end(p.signal.reason);
     for (const p of parts) {
@@ -40,17 +39,6 @@ export class LeaseGroup implements Lease {
   get kind(): LeaseKind {
     return this.parts[0].kind;
   }
-  get signal(): AbortSignal {
-    if (!this.#controller) {
-      this.#controller = new AbortController();
-      if (this.#ended !== undefined) this.#controller.abort(this.#ended);
-    }
-    return this.#controller.signal;
-  }
-  /** Whether the group has ended, and why (undefined while live). */
-  get endedWith(): unknown {
-    return this.#ended;
-  }
   get expiresAt(): number {
     return Math.min(...this.parts.map((p) => p.expiresAt));
   }
@@ -63,19 +51,10 @@ export class LeaseGroup implements Lease {
     );
   }
 
-  /** End the group: abort its signal with `reason` (first call wins). */
-  end(reason: unknown): void {
-    if (this.#ended !== undefined) return;
-    this.#ended = reason;
-    this.#controller?.abort(reason);
-  }
-
   /** Release every part (idempotent): true when every one was still held. */
   release(timeoutMs?: number): Promise<boolean> {
-    if (this.releasing) return this.releasing;
-    this.releasing = Promise.all(this.parts.map((p) => releaseHandle(p, timeoutMs))).then((r) => r.every(Boolean));
-    this.end(released ??= new DOMException("Lease released", "AbortError"));
-    return this.releasing;
+    return this.releasing ??
+      this.releasedBy(Promise.all(this.parts.map((p) => releaseHandle(p, timeoutMs))).then((r) => r.every(Boolean)));
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

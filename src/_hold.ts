@@ -1,6 +1,7 @@
 // A Hold is one (target, name, owner) that this process holds, however many reentrant Lease handles share it.
 // It owns its clock and its one timer (the next renewal, or the local deadline) and every change of its state:
-// granted, re-entered, renewed, extended, lost, released.
+// granted, re-entered, renewed, extended, lost, released, a handle attached or dropped, an end hook added, a handler
+// told. Its state is private: others call its methods (and read its getters), never write its fields.
 import type { Bound, Kind, LeaseKeys, Logger } from "./_types.ts";
 import type { HoldEventBase, LeaseEventHandler } from "./events.ts";
 import { emit, log } from "./_log.ts";
@@ -9,6 +10,7 @@ import { eventKind, holdId, kindName, tokenOf } from "./_protocol.ts";
 import { type LeaseLossReason, LeaseLostError } from "./errors.ts";
 import type { Lease, LeaseKind } from "./lease.ts";
 import { cancel, type Due, schedule } from "./_timers.ts";
+import { Ending } from "./_ending.ts";
 
 /** Redlock's clock-drift allowance: 1 % of the lease plus 2 ms. */
 export function drift(ms: number): number {
@@ -82,62 +84,14 @@ export interface Granted {
   readonly claimAt?: number;
 }
 
+/** One hold of this process on one target: see the top of this file. */
 export class Hold {
-  /** The live Lease handles on this hold (nearly always just one). */
-  readonly handles: LeaseImpl[] = [];
-  lost = false;
-  #timer: unknown;
-  #renewing = false;
-  #deadline: number;
-  #ms: number;
-  #watchdog: boolean;
-  #claimAt: number | undefined;
-  #fenceText: string | undefined;
-  /**
-   * Run when this process's hold ends (final release or loss), after the release command; made on first use. A
-   * final release settles once what they return has settled (an election's announcement of its end, say).
-   */
-  onEnd: Array<() => unknown> | undefined;
-
-  constructor(
-    readonly target: Target,
-    readonly id: string,
-    g: Granted,
-    o: GrantOptions,
-    readonly clock: Clock = realClock,
-  ) {
-    this.kind = g.kind;
-    this.keys = g.keys;
-    this.name = g.name;
-    this.owner = g.owner;
-    this.fence = g.fence;
-    this.#fenceText = g.fenceText;
-    this.#deadline = g.deadline;
-    this.#claimAt = g.claimAt;
-    this.#ms = o.ms;
-    this.#watchdog = o.watchdog;
-    this.replicas = o.replicas;
-    this.replicaTimeoutMs = o.replicaTimeoutMs;
-    this.leader = o.leader === true;
-    // (Read only for an event handler: a hold without one costs no clock read.)
-    this.since = target.events ? clock.now() : -1;
-  }
-
-  /** A leadership (campaign). */
-  readonly leader: boolean;
-  /** When this process got the hold (clock.now()); -1 when no event handler was there to need it. */
-  since: number;
-  /**
-   * The event handler told of a handle on it (see acquiredEvent): only it hears of the hold's renewals and end (a
-   * handler registered in its place was not told of the start, and hears nothing of it).
-   */
-  told: LeaseEventHandler | undefined;
-
-  /** What every event about this hold says (built only for a handler). */
-  event(): HoldEventBase {
-    return { name: this.name, kind: eventKind(this.kind, this.leader), owner: this.owner, fence: this.fence };
-  }
-
+  // What the hold is: fixed at the grant.
+  /** Where it lives. */
+  readonly target: Target;
+  /** Its key in `target.holds` (see holdId()). */
+  readonly id: string;
+  readonly clock: Clock;
   /** Exclusive, shared or a permit (the scripts that renew and release it depend on it). */
   readonly kind: Kind;
   readonly keys: LeaseKeys;
@@ -147,6 +101,60 @@ export class Hold {
   /** Renewals count only once this many replicas acknowledged them (0: no WAIT). */
   readonly replicas: number;
   readonly replicaTimeoutMs: number;
+  /** A leadership (campaign). */
+  readonly leader: boolean;
+
+  // Its state: changed only by the methods below.
+  /** The live Lease handles on this hold (nearly always just one). */
+  readonly #handles: LeaseImpl[] = [];
+  #lost = false;
+  /** Why it was lost (set by lose()). */
+  #lostWith: LeaseLostError | undefined;
+  #timer: unknown;
+  #renewing = false;
+  /** Conservative local deadline, clock.now() time. */
+  #deadline: number;
+  /** TTL set on renewal (watchdog) or the fixed lease. */
+  #ms: number;
+  #watchdog: boolean;
+  /** When to claim a handed-over grant; undefined once claimed (or never handed over). */
+  #claimAt: number | undefined;
+  #fenceText: string | undefined;
+  /** When this process got the hold (clock.now()); -1 until an event handler needs it. */
+  #since: number;
+  /**
+   * The event handler told of a handle on it (see tell()): only it hears of the hold's renewals and end (a handler
+   * registered in its place was not told of the start, and hears nothing of it).
+   */
+  #told: LeaseEventHandler | undefined;
+  /**
+   * Run when this process's hold ends (final release or loss), after the release command; made on first use. A
+   * final release settles once what they return has settled (an election's announcement of its end, say).
+   */
+  #endHooks: Array<() => unknown> | undefined;
+  /** Aborted when the hold stops here (see `ending`); made on first use. */
+  #ending: AbortController | undefined;
+
+  constructor(target: Target, id: string, got: Granted, opts: GrantOptions, clock: Clock = realClock) {
+    this.target = target;
+    this.id = id;
+    this.clock = clock;
+    this.kind = got.kind;
+    this.keys = got.keys;
+    this.name = got.name;
+    this.owner = got.owner;
+    this.fence = got.fence;
+    this.#fenceText = got.fenceText;
+    this.#deadline = got.deadline;
+    this.#claimAt = got.claimAt;
+    this.#ms = opts.ms;
+    this.#watchdog = opts.watchdog;
+    this.replicas = opts.replicas;
+    this.replicaTimeoutMs = opts.replicaTimeoutMs;
+    this.leader = opts.leader === true;
+    // (Read only for an event handler: a hold without one costs no clock read.)
+    this.#since = target.events ? clock.now() : -1;
+  }
 
   /** The fence in decimal, as scripts take it (converting a 16-digit number each release is a measurable cost). */
   get fenceText(): string {
@@ -168,28 +176,84 @@ export class Hold {
     return this.#claimAt !== undefined;
   }
   get active(): boolean {
-    return !this.lost && this.handles.length > 0;
+    return !this.#lost && this.#handles.length > 0;
+  }
+  get lost(): boolean {
+    return this.#lost;
+  }
+  /** The event handler told of a handle on it, if any (see tell()). */
+  get told(): LeaseEventHandler | undefined {
+    return this.#told;
+  }
+
+  /** What every event about this hold says (built only for a handler). */
+  event(): HoldEventBase {
+    return { name: this.name, kind: eventKind(this.kind, this.leader), owner: this.owner, fence: this.fence };
   }
 
   /**
    * A reentrant grant to the same owner (same fence): the script only ever lengthens the TTL (PEXPIRE GT). A
    * handed-over grant joining the hold keeps its claim due.
    */
-  reenter(deadline: number, o: GrantOptions, claimAt?: number): void {
+  reenter(deadline: number, opts: GrantOptions, claimAt?: number): void {
     this.#deadline = Math.max(this.#deadline, deadline);
     if (claimAt !== undefined) this.#claimAt = Math.min(this.#claimAt ?? claimAt, claimAt);
-    if (o.watchdog) {
+    if (opts.watchdog) {
       // Watchdog holds keep the key alive for the longest period any of them asked for.
-      this.#ms = this.#watchdog ? Math.max(this.#ms, o.ms) : o.ms;
+      this.#ms = this.#watchdog ? Math.max(this.#ms, opts.ms) : opts.ms;
       this.#watchdog = true;
     }
+  }
+
+  /** A new handle on this hold (see grant()): its timer is armed for it. */
+  attach(lease: LeaseImpl): void {
+    this.#handles.push(lease);
+    this.#arm();
+  }
+
+  /** Take `lease` off this hold; true when it was the last handle. */
+  #detach(lease: LeaseImpl): boolean {
+    const handles = this.#handles;
+    // (Nearly always its only handle: popped, not spliced, which would allocate an array of the removed.)
+    if (handles[handles.length - 1] === lease) handles.pop();
+    else {
+      const i = handles.indexOf(lease);
+      if (i >= 0) handles.splice(i, 1);
+    }
+    return handles.length === 0;
+  }
+
+  /**
+   * Drop `lease` without releasing it: its acquire undoes the grant itself, or (resume) the hold is another
+   * process's too. The hold stops here with its last handle.
+   */
+  drop(lease: LeaseImpl): void {
+    if (this.#detach(lease)) this.#stop();
+  }
+
+  /** Run `hook` when this process's hold ends (see #endHooks). */
+  addEndHook(hook: () => unknown): void {
+    (this.#endHooks ??= []).push(hook);
+  }
+
+  /**
+   * `handler` is told of the start of `lease` (acquired, or resumed, at `startedAt`): from now on only it hears of
+   * this hold's renewals and end, and of the handle's release. Returns whether it had been told of this hold
+   * already (a re-entry, or a resume that joined it): its start is then not new to it.
+   */
+  tell(handler: LeaseEventHandler, lease: LeaseImpl, startedAt: number): boolean {
+    const again = this.#told === handler;
+    if (this.#since < 0) this.#since = startedAt;
+    this.#told = handler;
+    lease.toldBy(handler);
+    return again;
   }
 
   /** Redis reset the TTL to `ms` by a renewal or claim sent at `t0`. */
   renewed(t0: number, ms: number): void {
     this.#claimAt = undefined;
     this.#deadline = Math.max(this.#deadline, t0 + ms - drift(ms));
-    this.arm();
+    this.#arm();
   }
 
   /** Redis set the TTL to `ms` by an extend() sent at `t0`: the deadline is exactly that, even if earlier. */
@@ -197,11 +261,11 @@ export class Hold {
     this.#claimAt = undefined;
     this.#deadline = t0 + ms - drift(ms);
     if (!this.#watchdog) this.#ms = ms;
-    this.arm();
+    this.#arm();
   }
 
   /** Arm the one timer: the claim or the next renewal (unless one is in flight), else the deadline. */
-  arm(): void {
+  #arm(): void {
     if (this.#timer !== undefined) this.clock.clear(this.#timer);
     this.#timer = undefined;
     if (!this.active) return;
@@ -222,7 +286,7 @@ export class Hold {
    */
   #guard(turned: boolean): void {
     this.#timer = undefined;
-    if (this.clock.now() < this.#deadline) return this.arm();
+    if (this.clock.now() < this.#deadline) return this.#arm();
     if (this.#renewing && !turned) {
       this.#timer = this.clock.set(() => this.#guard(true), 1);
       return;
@@ -235,35 +299,14 @@ export class Hold {
     if (!this.active) return;
     if (this.clock.now() >= this.#deadline) return this.lose(this.#watchdog ? "unreachable" : "expired");
     this.#renewing = true;
-    this.arm(); // the deadline guard while the renewal is in flight
+    this.#arm(); // the deadline guard while the renewal is in flight
     const t0 = this.clock.now();
     let held: boolean;
     try {
       held = await this.target.renew(this, this.#ms, { until: this.#deadline, name: this.name, signal: this.ending });
     } catch (e) {
       this.#renewing = false;
-      if (!this.active) return;
-      // Redis unreachable or erroring: keep trying until the local deadline, then give the lease up.
-      const left = this.#deadline - this.clock.now();
-      const ev = this.target.events;
-      if (ev && this.told === ev) {
-        emit(ev, { type: "renewal-failed", ...this.event(), error: e, leftMs: Math.max(0, left) });
-      }
-      if (left <= 0) return this.lose(this.#watchdog ? "unreachable" : "expired", e);
-      if (this.#timer !== undefined) this.clock.clear(this.#timer);
-      this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
-      // (The message is built only for a debug logger: a retried renewal costs nothing more without one.)
-      if (this.target.logger?.debug) {
-        log(
-          this.target.logger,
-          "debug",
-          `redlease: renewing lease '${this.name}' failed; retrying for ${Math.round(left)} ms`,
-          {
-            name: this.name,
-            error: e,
-          },
-        );
-      }
+      if (this.active) this.#renewFailed(e);
       return;
     }
     this.#renewing = false;
@@ -271,26 +314,45 @@ export class Hold {
     if (!held) return this.lose("not-held");
     this.renewed(t0, this.#ms);
     const ev = this.target.events;
-    if (ev && this.told === ev) emit(ev, { type: "renewed", ...this.event(), ttlMs: this.#ms });
+    if (ev && this.#told === ev) emit(ev, { type: "renewed", ...this.event(), ttlMs: this.#ms });
   }
 
-  ended(): Promise<unknown> | undefined {
-    const fns = this.onEnd;
-    this.onEnd = undefined;
-    const out = fns?.map((fn) => fn()).filter((r) => r instanceof Promise);
-    return out?.length ? Promise.all(out).catch(() => {}) : undefined;
+  /** Redis unreachable or erroring: keep trying until the local deadline, then give the lease up. */
+  #renewFailed(error: unknown): void {
+    const left = this.#deadline - this.clock.now();
+    const ev = this.target.events;
+    if (ev && this.#told === ev) {
+      emit(ev, { type: "renewal-failed", ...this.event(), error, leftMs: Math.max(0, left) });
+    }
+    if (left <= 0) return this.lose(this.#watchdog ? "unreachable" : "expired", error);
+    if (this.#timer !== undefined) this.clock.clear(this.#timer);
+    this.#timer = this.clock.set(() => void this.#renew(), Math.min(left, Math.max(10, Math.floor(this.#ms / 10))));
+    // (The message is built only for a debug logger: a retried renewal costs nothing more without one.)
+    if (this.target.logger?.debug) {
+      log(
+        this.target.logger,
+        "debug",
+        `redlease: renewing lease '${this.name}' failed; retrying for ${Math.round(left)} ms`,
+        { name: this.name, error },
+      );
+    }
   }
 
-  /** Why it was lost (set by lose()). */
-  lostWith: LeaseLostError | undefined;
+  /** Run the end hooks (once); a promise when some of them are still settling. */
+  #runEndHooks(): Promise<unknown> | undefined {
+    const hooks = this.#endHooks;
+    this.#endHooks = undefined;
+    const pending = hooks?.map((hook) => hook()).filter((r) => r instanceof Promise);
+    return pending?.length ? Promise.all(pending).catch(() => {}) : undefined;
+  }
 
   lose(why: LeaseLossReason, cause?: unknown): void {
-    if (this.lost) return;
-    this.lost = true;
-    this.stop();
-    this.ended();
-    const reason = this.lostWith = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
-    for (const h of this.handles.slice()) h.end(reason); // a copy: a handle's abort listener may release it
+    if (this.#lost) return;
+    this.#lost = true;
+    this.#stop();
+    this.#runEndHooks();
+    const reason = this.#lostWith = new LeaseLostError(this.name, why, cause === undefined ? undefined : { cause });
+    for (const handle of this.#handles.slice()) handle.end(reason); // a copy: a handle's abort listener may release it
     if (this.target.logger?.debug) {
       log(this.target.logger, "debug", `redlease: lease '${this.name}' lost (${why})`, {
         name: this.name,
@@ -299,16 +361,42 @@ export class Hold {
       });
     }
     const ev = this.target.events;
-    if (ev && this.told === ev) this.tellLost(ev);
+    if (ev && this.#told === ev) this.tellLost(ev);
   }
 
   /** Tell `ev` that this hold was lost (by lose(), or once it is told of a hold lost before its start was told). */
   tellLost(ev: LeaseEventHandler): void {
-    const error = this.lostWith!;
-    emit(ev, { type: "lost", ...this.event(), reason: error.why, error, heldMs: this.clock.now() - this.since });
+    const error = this.#lostWith!;
+    emit(ev, { type: "lost", ...this.event(), reason: error.why, error, heldMs: this.clock.now() - this.#since });
   }
 
-  #ending: AbortController | undefined;
+  /**
+   * Release one handle of this hold (its release(), bounded by `timeoutMs`, by default the lease's remaining time,
+   * at least MIN_CALL_MS): the last handle's release ends the hold here.
+   */
+  release(lease: LeaseImpl, timeoutMs: number | undefined): Promise<boolean> {
+    const now = performance.now();
+    const until = heldCallUntil(now, this.#deadline, timeoutMs);
+    const final = this.#detach(lease);
+    // Sent before the hold stops, so that the call's bound takes the shared timer over from the hold's renewal.
+    const sent = this.target.release(this, { until, name: this.name });
+    if (final) this.#stop();
+    const ev = this.target.events;
+    // Told of a handle that was told acquired, and of the end of a hold that was (a lost hold told its end already).
+    if (ev && (final ? this.#told : lease.told) === ev && !this.#lost) {
+      // (One object, not a spread of event(): the release of every lease builds it.)
+      emit(ev, {
+        type: "released",
+        name: this.name,
+        kind: eventKind(this.kind, this.leader),
+        owner: this.owner,
+        fence: this.fence,
+        final,
+        heldMs: now - this.#since,
+      });
+    }
+    return this.#endHooks ? sent.finally(() => this.#handles.length === 0 ? this.#runEndHooks() : undefined) : sent;
+  }
 
   /**
    * Aborts when this hold stops here (its final release is sent, it is lost, or its handle is dropped). Calls still in
@@ -320,7 +408,7 @@ export class Hold {
     return (this.#ending ??= new AbortController()).signal;
   }
 
-  stop(): void {
+  #stop(): void {
     this.#ending?.abort();
     if (this.#timer !== undefined) this.clock.clear(this.#timer);
     this.#timer = undefined;
@@ -328,19 +416,22 @@ export class Hold {
   }
 }
 
-/** The abort reason of a released lease: one shared instance, since a DOMException is costly to create. */
-let released: DOMException | undefined;
+/** A handle on a hold: what acquire() returns for one name. Its signal and release are those of every handle. */
+export class LeaseImpl extends Ending implements Lease {
+  readonly hold: Hold;
+  readonly name: string;
+  readonly owner: string;
+  readonly fence: number;
+  /** The event handler told it was acquired (see Hold.tell()). */
+  #told: LeaseEventHandler | undefined;
 
-export class LeaseImpl implements Lease {
-  // Created on first use of `signal`: most leases are released without anyone listening.
-  #controller: AbortController | undefined;
-  #ended: unknown;
-  /** Set once release() has started for this handle. */
-  releasing: Promise<boolean> | undefined;
-  /** The event handler told it was acquired (see acquiredEvent). */
-  told: LeaseEventHandler | undefined;
-
-  constructor(readonly hold: Hold, readonly name: string, readonly owner: string, readonly fence: number) {}
+  constructor(hold: Hold, name: string, owner: string, fence: number) {
+    super();
+    this.hold = hold;
+    this.name = name;
+    this.owner = owner;
+    this.fence = fence;
+  }
 
   get names(): readonly string[] {
     return [this.name];
@@ -351,48 +442,45 @@ export class LeaseImpl implements Lease {
   get kind(): LeaseKind {
     return kindName(this.hold.kind);
   }
-
-  get signal(): AbortSignal {
-    if (!this.#controller) {
-      this.#controller = new AbortController();
-      if (this.#ended !== undefined) this.#controller.abort(this.#ended);
-    }
-    return this.#controller.signal;
+  /** The event handler told it was acquired, if any: only that one hears of its release. */
+  get told(): LeaseEventHandler | undefined {
+    return this.#told;
   }
-
-  /** End this handle: abort its signal with `reason` (first call wins). */
-  end(reason: unknown): void {
-    if (this.#ended !== undefined) return;
-    this.#ended = reason;
-    this.#controller?.abort(reason);
-  }
-
-  /** Whether the handle has ended, and why (undefined while live). */
-  get endedWith(): unknown {
-    return this.#ended;
+  /** `handler` was told this handle was acquired (by its hold's tell()). */
+  toldBy(handler: LeaseEventHandler): void {
+    this.#told = handler;
   }
   get expiresAt(): number {
     return this.hold.deadline;
   }
   get token(): string {
-    const h = this.hold;
-    if (!h.target.resumable) {
+    const hold = this.hold;
+    if (!hold.target.resumable) {
       throw new TypeError(`Cannot make a token for lease '${this.name}': a Redlock lease cannot be resumed elsewhere`);
     }
     return tokenOf({
-      name: h.name,
-      keys: h.keys,
-      owner: h.owner,
-      fence: h.fence,
-      fenceText: h.fenceText,
-      kind: h.kind,
+      name: hold.name,
+      keys: hold.keys,
+      owner: hold.owner,
+      fence: hold.fence,
+      fenceText: hold.fenceText,
+      kind: hold.kind,
     });
   }
   get remainingMs(): number {
     return Math.max(0, this.hold.deadline - performance.now());
   }
+
+  /**
+   * Release this handle (idempotent): false once released, when lost, or if Redis says so. Bounded by `timeoutMs`,
+   * by default the lease's remaining time (at least MIN_CALL_MS).
+   */
+  release(timeoutMs?: number): Promise<boolean> {
+    return this.releasing ?? this.releasedBy(this.hold.release(this, timeoutMs));
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
-    await releaseHandle(this);
+    await this.release();
   }
 }
 
@@ -400,24 +488,28 @@ export class LeaseImpl implements Lease {
  * Attach a new handle for a fresh, reentrant or handed-over grant. Returns undefined when the grant is already
  * past its local deadline: it counts as not acquired (the caller undoes it).
  */
-export function grant(target: Target, g: Granted, o: GrantOptions, clock: Clock = realClock): LeaseImpl | undefined {
-  if (g.deadline <= clock.now()) return undefined;
-  const id = holdId(g.keys, g.owner, g.kind);
+export function grant(
+  target: Target,
+  got: Granted,
+  opts: GrantOptions,
+  clock: Clock = realClock,
+): LeaseImpl | undefined {
+  if (got.deadline <= clock.now()) return undefined;
+  const id = holdId(got.keys, got.owner, got.kind);
   let hold = target.holds.get(id);
-  if (hold && hold.fence !== g.fence) {
+  if (hold && hold.fence !== got.fence) {
     // Redis granted a new lease (new fence): the hold we knew of had been lost without us noticing yet.
     hold.lose("not-held");
     hold = undefined;
   }
   if (!hold) {
-    hold = new Hold(target, id, g, o, clock);
+    hold = new Hold(target, id, got, opts, clock);
     target.holds.set(id, hold);
   } else {
-    hold.reenter(g.deadline, o, g.claimAt);
+    hold.reenter(got.deadline, opts, got.claimAt);
   }
-  const lease = new LeaseImpl(hold, g.name, g.owner, g.fence);
-  hold.handles.push(lease);
-  hold.arm();
+  const lease = new LeaseImpl(hold, got.name, got.owner, got.fence);
+  hold.attach(lease);
   return lease;
 }
 
@@ -426,37 +518,5 @@ export function grant(target: Target, g: Granted, o: GrantOptions, clock: Clock 
  * Bounded by `timeoutMs`, by default the lease's remaining time (at least MIN_CALL_MS).
  */
 export function releaseHandle(lease: LeaseImpl, timeoutMs?: number): Promise<boolean> {
-  if (lease.releasing) return lease.releasing;
-  const hold = lease.hold;
-  const now = performance.now();
-  const until = heldCallUntil(now, hold.deadline, timeoutMs);
-  const hs = hold.handles;
-  // (Nearly always its only handle: popped, not spliced, which would allocate an array of the removed.)
-  if (hs[hs.length - 1] === lease) hs.pop();
-  else {
-    const i = hs.indexOf(lease);
-    if (i >= 0) hs.splice(i, 1);
-  }
-  // Sent before the hold stops, so that the call's bound takes the shared timer over from the hold's renewal.
-  const sent = hold.target.release(hold, { until, name: hold.name });
-  if (hold.handles.length === 0) hold.stop();
-  const ev = hold.target.events;
-  const final = hold.handles.length === 0;
-  // Told of a handle that was told acquired, and of the end of a hold that was (a lost hold told its end already).
-  if (ev && (final ? hold.told : lease.told) === ev && !hold.lost) {
-    // (One object, not a spread of event(): the release of every lease builds it.)
-    emit(ev, {
-      type: "released",
-      name: hold.name,
-      kind: eventKind(hold.kind, hold.leader),
-      owner: hold.owner,
-      fence: hold.fence,
-      final,
-      heldMs: now - hold.since,
-    });
-  }
-  lease.releasing = hold.onEnd ? sent.finally(() => hold.handles.length === 0 ? hold.ended() : undefined) : sent;
-  // Set before the signal aborts: a listener that releases this handle too must find it released.
-  lease.end(released ??= new DOMException("Lease released", "AbortError"));
-  return lease.releasing;
+  return lease.release(timeoutMs);
 }

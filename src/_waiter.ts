@@ -1,7 +1,8 @@
-// The waiter of one acquire call, as an explicit state machine:
-//   queued ──grant message, enough time left──▶ granted ──(acquire path attaches the hold)──▶ ended
-//   queued ──grant message, validity unknown──▶ unverified ──re-check──▶ granted by reply, or queued again
-//   any ──cancel / timeout / abort──▶ ended
+// The waiter of one acquire call, as an explicit state machine, changed only by its own methods:
+//   queued ──onMessage(grant), enough time left──▶ granted ──(the acquire path attaches the hold)──▶ end() ▶ ended
+//   granted ──tooLate() (past its deadline when taken)──▶ unverified
+//   queued ──onMessage(grant), validity unknown──▶ unverified ──re-check──▶ granted by reply, or takenBack() ▶ queued
+//   any ──end() (cancel / timeout / abort / a grant by reply)──▶ ended
 // A message is a fact about one attempt (a fence, when it was queued and granted). It is applied only while the
 // waiter still waits, and only if it is newer than any grant it has seen: a late message about an earlier grant
 // never changes the current one.
@@ -17,13 +18,17 @@ export interface MessageGrant {
 
 export type WaiterState = "queued" | "granted" | "unverified" | "ended";
 
+/** The waiter of one acquire call (see the top of this file): what its messages and checks have told it. */
 export class Waiter {
-  state: WaiterState = "queued";
-  grant: MessageGrant | undefined;
+  readonly entry: QueueEntry;
+  readonly now: () => number;
+  #state: WaiterState = "queued";
+  #grant: MessageGrant | undefined;
   /** Re-check no later than this (performance.now() clock): set when messages may have been lost. */
-  recheckAt = Infinity;
+  #recheckAt = Infinity;
   /** Bumped on every change a message makes, so the acquire path can tell whether one came during a call. */
-  version = 0;
+  #version = 0;
+  /** The highest fence a grant message told of. */
   #seen = 0;
   /** Whether a grant message came since this waiter was last queued. */
   #heard = false;
@@ -38,7 +43,49 @@ export class Waiter {
   #earlier: Map<number, number> | undefined;
   #wake: (() => void) | undefined;
 
-  constructor(readonly entry: QueueEntry, readonly now: () => number = realClock.now) {}
+  constructor(entry: QueueEntry, now: () => number = realClock.now) {
+    this.entry = entry;
+    this.now = now;
+  }
+
+  get state(): WaiterState {
+    return this.#state;
+  }
+  /** The grant a message brought (read while `state` is "granted"). */
+  get grant(): MessageGrant | undefined {
+    return this.#grant;
+  }
+  /** Re-check no later than this (performance.now() clock): set when messages may have been lost. */
+  get recheckAt(): number {
+    return this.#recheckAt;
+  }
+  /** Bumped on every change a message makes, so the acquire path can tell whether one came during a call. */
+  get version(): number {
+    return this.#version;
+  }
+
+  /** The wait is over (a lease taken, or the wait given up): every later message is ignored. */
+  end(): void {
+    this.#state = "ended";
+  }
+
+  /** The grant a message brought was past its deadline when taken up: the next check claims it if still ours. */
+  tooLate(): void {
+    if (this.#state === "granted") this.#state = "unverified";
+  }
+
+  /**
+   * A re-check sent at `version` found this waiter queued: an unverified grant that no message changed since was
+   * taken back (passed on), and the waiter waits again.
+   */
+  takenBack(version: number): void {
+    if (this.#version === version && this.#state === "unverified") this.#state = "queued";
+  }
+
+  /** The nap between checks is over: the check sent next covers any re-check asked for so far. */
+  woke(): void {
+    this.#recheckAt = Infinity;
+  }
 
   /**
    * The reply to a queue check that was sent at `t0`. True when it queued this waiter again while no grant message
@@ -74,10 +121,11 @@ export class Waiter {
     this.#wake = wake;
   }
 
+  /** A message on this waiter's channel: a grant of its attempt, or a "check" (messages may have been lost). */
   onMessage(m: WaiterMessage): void {
-    if (this.state === "granted" || this.state === "ended") return;
+    if (this.#state === "granted" || this.#state === "ended") return;
     if (m.kind === "check") {
-      this.recheckAt = this.now();
+      this.#recheckAt = this.now();
     } else {
       this.#heard = true;
       if (m.queuedAt === this.#dropped) this.#dropped = NaN;
@@ -92,14 +140,14 @@ export class Waiter {
         : sent + (m.grantedAt - m.queuedAt) / 1000 + window - drift(window);
       const now = this.now();
       if (deadline - now > window / 4) {
-        this.grant = { fence: m.fence, deadline, claimAt: now + (deadline - now) / 2 };
-        this.state = "granted";
+        this.#grant = { fence: m.fence, deadline, claimAt: now + (deadline - now) / 2 };
+        this.#state = "granted";
       } else {
         // Too little is known or left to use it without a round trip: a re-check claims it if it is still ours.
-        this.state = "unverified";
+        this.#state = "unverified";
       }
     }
-    this.version++;
+    this.#version++;
     this.#wake?.();
   }
 }

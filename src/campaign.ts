@@ -57,23 +57,23 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
   checkClient(op, client);
   const { value, ...rest } = options ?? {};
   if (value !== undefined) checkValue(op, value);
-  let o = resolveAcquire(op, name, { waitMs: Infinity, ...rest }, ownerOf);
-  if (o.kind !== "x") fail(op, "options", "cannot ask for a shared lease or permits", options);
-  o = { ...o, leader: true };
-  const st = stateOf(client);
-  const keys = keysOf(o.prefix, name);
-  const until = performance.now() + o.waitMs;
+  let opts = resolveAcquire(op, name, { waitMs: Infinity, ...rest }, ownerOf);
+  if (opts.kind !== "x") fail(op, "options", "cannot ask for a shared lease or permits", options);
+  opts = { ...opts, leader: true };
+  const state = stateOf(client);
+  const keys = keysOf(opts.prefix, name);
+  const until = performance.now() + opts.waitMs;
   for (;;) {
-    const lease = await acquireResolved(client, o);
+    const lease = await acquireResolved(client, opts);
     const hold = lease.hold;
     // Observers hear of the end of this term (resigned or lost) from this process too; a release waits for it.
-    (hold.onEnd ??= []).push(() =>
-      proclaimCall(st, keys, {}, { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, name }).catch(() => {})
+    hold.addEndHook(() =>
+      proclaimCall(state, keys, {}, { until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, name }).catch(() => {})
     );
     // Elected: the signal no longer applies (as for acquire, it cancels the wait, not a held lease).
     let proclaimed: boolean;
     try {
-      proclaimed = await proclaimCall(st, keys, { owner: hold.owner, term: hold.fenceText, value }, {
+      proclaimed = await proclaimCall(state, keys, { owner: hold.owner, term: hold.fenceText, value }, {
         until: performance.now() + DEFAULT_CALL_TIMEOUT_MS,
         name,
       });
@@ -89,8 +89,8 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
     // Lost between the grant and the proclamation (expired, force-unlocked): not elected after all. Campaign on.
     hold.lose("not-held");
     const left = until - performance.now();
-    if (left <= 0) throw new LockTimeoutError(name, -1, o.waitMs);
-    o.signal?.throwIfAborted();
-    o = { ...o, waitMs: left === Infinity ? Infinity : Math.ceil(left) };
+    if (left <= 0) throw new LockTimeoutError(name, -1, opts.waitMs);
+    opts.signal?.throwIfAborted();
+    opts = { ...opts, waitMs: left === Infinity ? Infinity : Math.ceil(left) };
   }
 }

@@ -1,6 +1,4 @@
 import { checkLease } from "./_acquire.ts";
-import { LeaseGroup } from "./_group.ts";
-import { releaseHandle } from "./_hold.ts";
 import type { CallOptions, Lease } from "./lease.ts";
 import { checkCallOptions } from "./_validate.ts";
 
@@ -38,7 +36,7 @@ export function release(lease: Lease, options?: CallOptions): Promise<boolean> {
     const timeoutMs = checkCallOptions("release lease", options);
     // Released already: false, once that release has settled (either way).
     if (lease.releasing) return lease.releasing.then(() => false, () => false);
-    return lease instanceof LeaseGroup ? lease.release(timeoutMs) : releaseHandle(lease, timeoutMs);
+    return lease.release(timeoutMs);
   } catch (e) {
     return Promise.reject(e);
   }

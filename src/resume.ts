@@ -8,6 +8,7 @@ import type { Resolved } from "./_types.ts";
 import { checkCallOptions, fail, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, CallOptions, Lease } from "./lease.ts";
+import type { LeaseEventHandler } from "./events.ts";
 
 /** Options of {@linkcode resume}: how the new process keeps the hold, and how long to wait for Redis. */
 export interface ResumeOptions
@@ -60,83 +61,98 @@ export interface ResumeOptions
 export function resume(client: RedisLike, token: string, options?: ResumeOptions): Promise<Lease> {
   try {
     checkClient("resume lease", client);
-    const t = parseToken(token);
-    if (!t) fail("resume lease", "token", "must be a lease.token", token);
+    const held = parseToken(token);
+    if (!held) fail("resume lease", "token", "must be a lease.token", token);
     const timeoutMs = checkCallOptions("resume lease", options) ?? DEFAULT_CALL_TIMEOUT_MS;
-    const o = options ?? {};
-    const r = resolveAcquire("resume lease", t.name, {
-      leaseMs: o.leaseMs,
-      watchdogMs: o.watchdogMs,
-      signal: o.signal,
-      replicas: o.replicas,
-      replicaTimeoutMs: o.replicaTimeoutMs,
+    const given = options ?? {};
+    const opts = resolveAcquire("resume lease", held.name, {
+      leaseMs: given.leaseMs,
+      watchdogMs: given.watchdogMs,
+      signal: given.signal,
+      replicas: given.replicas,
+      replicaTimeoutMs: given.replicaTimeoutMs,
       waitMs: 0,
     }, ownerOf);
-    return resumeResolved(client, { ...r, owner: t.owner, exactOwner: true, kind: t.kind }, t, timeoutMs);
+    return resumeResolved(client, { ...opts, owner: held.owner, exactOwner: true, kind: held.kind }, held, timeoutMs);
   } catch (e) {
     return Promise.reject(e);
   }
 }
 
+/** What a token names: the hold to resume. */
+type TokenHold = NonNullable<ReturnType<typeof parseToken>>;
+
 async function resumeResolved(
   client: RedisLike,
-  o: Resolved,
-  t: NonNullable<ReturnType<typeof parseToken>>,
+  opts: Resolved,
+  held: TokenHold,
   timeoutMs: number,
 ): Promise<LeaseImpl> {
-  const st = stateOf(client);
-  const mine = st.holds.get(holdId(t.keys, t.owner, t.kind));
-  if (mine?.active && mine.fence === t.fence) {
-    // Held here: re-enter (one more hold in Redis) rather than hand out a second handle on one hold. Redis may have
-    // dropped the hold without this client knowing yet: a re-entry that finds it gone (busy, or a new grant with
-    // another fence) is not this hold, so it is given back and the hold reported lost.
-    const prefix = t.keys.hash.slice(0, t.keys.hash.length - keysOf("", o.name).hash.length);
-    const again = await acquireResolved(client, { ...o, prefix, waitMs: 0 }).catch((e: unknown) => {
-      throw e instanceof LockTimeoutError ? new LeaseLostError(o.name, "not-held") : e;
-    });
-    if (again.fence === t.fence) return again;
-    await releaseHandle(again).catch(() => {});
-    throw new LeaseLostError(o.name, "not-held");
-  }
+  const state = stateOf(client);
+  const mine = state.holds.get(holdId(held.keys, held.owner, held.kind));
+  if (mine?.active && mine.fence === held.fence) return await reenter(client, opts, held);
   const t0 = performance.now();
-  const bound = { until: t0 + Math.max(timeoutMs, ACQUIRE_GRACE_MS), signal: o.signal, name: o.name };
-  let held: boolean | { fence: number };
+  const bound = { until: t0 + Math.max(timeoutMs, ACQUIRE_GRACE_MS), signal: opts.signal, name: opts.name };
+  let renewed: boolean | { fence: number };
   try {
-    held = await extendCall(st, t.keys, { kind: t.kind, owner: t.owner, ms: o.ms, fence: t.fenceText }, bound);
+    const args = { kind: held.kind, owner: held.owner, ms: opts.ms, fence: held.fenceText };
+    renewed = await extendCall(state, held.keys, args, bound);
   } catch (e) {
-    if (o.signal?.aborted) throw o.signal.reason;
-    throw asLockTimeout(e, o.name, performance.now() - t0);
+    if (opts.signal?.aborted) throw opts.signal.reason;
+    throw asLockTimeout(e, opts.name, performance.now() - t0);
   }
-  if (held !== true) throw new LeaseLostError(o.name, "not-held");
-  const g = { kind: t.kind, keys: t.keys, name: o.name, owner: t.owner, fence: t.fence, fenceText: t.fenceText };
-  const lease = grant(st, { ...g, deadline: t0 + o.ms - drift(o.ms) }, o);
+  if (renewed !== true) throw new LeaseLostError(opts.name, "not-held");
+  const { kind, keys, owner, fence, fenceText } = held;
+  const lease = grant(state, {
+    kind,
+    keys,
+    name: opts.name,
+    owner,
+    fence,
+    fenceText,
+    deadline: t0 + opts.ms - drift(opts.ms),
+  }, opts);
   // The reply came after the TTL it set ran out: the hold may be gone by now (this process never had it).
-  if (!lease) throw new LeaseLostError(o.name, "expired");
-  if (o.replicas > 0) {
+  if (!lease) throw new LeaseLostError(opts.name, "expired");
+  if (opts.replicas > 0) {
     let acked: number;
     try {
-      acked = await st.waitReplicas(t.keys.hash, o.replicas, o.replicaTimeoutMs, bound);
+      acked = await state.waitReplicas(keys.hash, opts.replicas, opts.replicaTimeoutMs, bound);
     } catch (e) {
-      lease.hold.stop(); // drop this handle without releasing it: the hold is the other process's too
+      lease.hold.drop(lease); // without releasing it: the hold is the other process's too
       throw e;
     }
-    if (acked < o.replicas) {
-      lease.hold.stop();
-      throw new ReplicationError(o.name, acked, o.replicas);
+    if (acked < opts.replicas) {
+      lease.hold.drop(lease);
+      throw new ReplicationError(opts.name, acked, opts.replicas);
     }
   }
-  const ev = st.events;
-  if (ev) {
-    const hold = lease.hold;
-    // A hold told of already (a concurrent resume of the same token joined it): its start is not told twice.
-    const again = hold.told === ev;
-    lease.told = hold.told = ev;
-    if (hold.since < 0) hold.since = t0;
-    if (!again) {
-      emit(ev, { type: "resumed", ...hold.event() });
-      // Lost while replicas were awaited: its end is told now, once.
-      if (hold.lost) hold.tellLost(ev);
-    }
-  }
+  const ev = state.events;
+  if (ev) tellResumed(ev, lease, t0);
   return lease;
+}
+
+/**
+ * Resume a hold that this client holds already: re-enter it (one more hold in Redis) rather than hand out a second
+ * handle on one hold. Redis may have dropped the hold without this client knowing yet: a re-entry that finds it
+ * gone (busy, or a new grant with another fence) is not this hold, so it is given back and the hold reported lost.
+ */
+async function reenter(client: RedisLike, opts: Resolved, held: TokenHold): Promise<LeaseImpl> {
+  const prefix = held.keys.hash.slice(0, held.keys.hash.length - keysOf("", opts.name).hash.length);
+  const again = await acquireResolved(client, { ...opts, prefix, waitMs: 0 }).catch((e: unknown) => {
+    throw e instanceof LockTimeoutError ? new LeaseLostError(opts.name, "not-held") : e;
+  });
+  if (again.fence === held.fence) return again;
+  await releaseHandle(again).catch(() => {});
+  throw new LeaseLostError(opts.name, "not-held");
+}
+
+/** Tell `handler` that `lease` was resumed at `t0`, unless it was told of its hold already. */
+function tellResumed(handler: LeaseEventHandler, lease: LeaseImpl, t0: number): void {
+  const hold = lease.hold;
+  // A hold told of already (a concurrent resume of the same token joined it): its start is not told twice.
+  if (hold.tell(handler, lease, t0)) return;
+  emit(handler, { type: "resumed", ...hold.event() });
+  // Lost while replicas were awaited: its end is told now, once.
+  if (hold.lost) hold.tellLost(handler);
 }

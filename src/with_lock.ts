@@ -1,8 +1,6 @@
 import { acquireAny, checkClients, ownerOf, type Redlock, resolveNames } from "./_acquire.ts";
 import { acquireNames } from "./_acquire_names.ts";
-import { LeaseGroup } from "./_group.ts";
 import type { RedisLike } from "./_client.ts";
-import { releaseHandle } from "./_hold.ts";
 import { fail, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
@@ -40,11 +38,11 @@ export async function withLock<T>(
 ): Promise<T> {
   checkClients("run withLock", client);
   const names = Array.isArray(name) ? name : undefined;
-  const o = names
+  const opts = names
     ? resolveNames("run withLock", client, names, options)
     : resolveAcquire("run withLock", name, options, ownerOf);
   if (typeof fn !== "function") fail("run withLock", "fn", "must be a function", fn);
-  const lease = names ? await acquireNames(client as RedisLike, names, o) : await acquireAny(client, o);
+  const lease = names ? await acquireNames(client as RedisLike, names, opts) : await acquireAny(client, opts);
   let value: T | undefined;
   let failed = false;
   let error: unknown;
@@ -60,7 +58,7 @@ export async function withLock<T>(
   try {
     // A release that finds the lease gone means it was lost while fn ran (expired, force-unlocked, evicted)
     // without the holder having been told yet: that is a loss too, never a silent success.
-    const released = lease instanceof LeaseGroup ? await lease.release() : await releaseHandle(lease);
+    const released = await lease.release();
     if (!released && !(lost instanceof LeaseLostError)) lost = new LeaseLostError(lease.name, "not-held");
   } catch (e) {
     releaseFailed = true;

@@ -8,6 +8,7 @@ import { type Clock, drift, grant, type Hold, type LeaseImpl, releaseHandle, typ
 import { keysOf } from "../src/_protocol.ts";
 import type { LeaseLostError } from "../src/errors.ts";
 import { Waiter } from "../src/_waiter.ts";
+import { LeaseGroup } from "../src/_group.ts";
 
 /** Time that moves only when the test says so; timers fire in order as it passes them. */
 class FakeClock implements Clock {
@@ -229,6 +230,81 @@ describe("Hold (fake time)", () => {
   });
 });
 
+describe("a lease handle's end (LeaseImpl and LeaseGroup share it)", () => {
+  const second = (target: FakeTarget, clock: FakeClock, name: string) =>
+    grant(
+      target,
+      { kind: "x" as const, keys: keysOf("redlease", name), name, owner: "me", fence: 3, deadline: clock.t + 2_000 },
+      watchdog,
+      clock,
+    )!;
+
+  test("the first end wins, and a signal made after the end is already aborted with that reason", () => {
+    const { lease } = setup();
+    const first = new Error("first"), later = new Error("later");
+    lease.end(first);
+    lease.end(later);
+    assert.equal(lease.endedWith, first);
+    assert.equal(lease.signal.aborted, true, "made after the end");
+    assert.equal(lease.signal.reason, first);
+  });
+
+  test("a signal made before the end aborts once, with the first reason", () => {
+    const { lease } = setup();
+    const signal = lease.signal;
+    assert.equal(lease.signal, signal, "one signal per handle");
+    let aborts = 0;
+    signal.addEventListener("abort", () => aborts++);
+    const first = new Error("first");
+    lease.end(first);
+    lease.end(new Error("later"));
+    assert.equal(aborts, 1);
+    assert.equal(signal.reason, first);
+  });
+
+  test("a release ends the handle as released, and an abort listener that releases again finds it released", async () => {
+    const { lease } = setup();
+    let again: Promise<boolean> | undefined;
+    lease.signal.addEventListener("abort", () => void (again = releaseHandle(lease)));
+    const first = releaseHandle(lease);
+    assert.equal(again, first, "the listener got the release under way, not a second one");
+    assert.equal(lease.releasing, first);
+    assert.equal((lease.endedWith as DOMException).name, "AbortError");
+    assert.equal(await first, true);
+    lease.end(new Error("after"));
+    assert.equal((lease.signal.reason as DOMException).name, "AbortError", "a released handle stays released");
+  });
+
+  test("a group ends with the first part that ends (a group made after that is ended from the start)", () => {
+    const { clock, target, lease } = setup();
+    const other = second(target, clock, "other");
+    const group = new LeaseGroup([lease, other]);
+    assert.equal(group.endedWith, undefined);
+    const lost = new Error("lost");
+    other.end(lost);
+    lease.end(new Error("later"));
+    assert.equal(group.endedWith, lost);
+    assert.equal(group.signal.reason, lost, "a signal made after the end");
+    const late = new LeaseGroup([lease, other]);
+    assert.equal(late.endedWith, lease.endedWith, "the first ended part, in the group's order");
+    assert.equal(late.signal.aborted, true);
+  });
+
+  test("a group's release releases every part once, and ends it as released", async () => {
+    const { clock, target, lease } = setup();
+    const other = second(target, clock, "other");
+    const group = new LeaseGroup([lease, other]);
+    const signal = group.signal;
+    const first = group.release();
+    assert.equal(group.release(), first, "idempotent");
+    assert.equal(group.releasing, first);
+    assert.equal((signal.reason as DOMException).name, "AbortError");
+    assert.equal(await first, true);
+    assert.ok(lease.releasing && other.releasing, "every part released");
+    assert.equal(target.holds.size, 0);
+  });
+});
+
 describe("Waiter (fake time)", () => {
   const entry = { clientId: "c", kind: "x" as const, attempt: "a1", ms: 3_000, claimMs: 1_000, owner: "me" };
   const setupWaiter = () => {
@@ -277,14 +353,39 @@ describe("Waiter (fake time)", () => {
     const { w } = setupWaiter();
     w.queued({ retryMs: 100, queuedAt: 1_000_000, queuedNow: true }, 4_900);
     w.onMessage({ kind: "grant", attempt: "a1", fence: 9, queuedAt: 1_000_000, grantedAt: 1_000_100 });
-    w.state = "unverified"; // as if it had been too late to use
+    assert.equal(w.state, "granted");
+    w.tooLate(); // as if it had been too late to use
     w.onMessage({ kind: "grant", attempt: "a1", fence: 8, queuedAt: 1_000_000, grantedAt: 1_000_050 });
     assert.equal(w.state, "unverified", "an older fence is ignored");
-    w.state = "ended";
+    w.end();
     const v = w.version;
     w.onMessage({ kind: "grant", attempt: "a1", fence: 10, queuedAt: 1_000_000, grantedAt: 1_000_200 });
     w.onMessage({ kind: "check", attempt: "a1" });
     assert.equal(w.version, v, "an ended waiter ignores every message");
+  });
+
+  test("an unverified grant is taken back by a re-check only if no message came since it was sent", () => {
+    const { w } = setupWaiter();
+    w.onMessage({ kind: "grant", attempt: "a1", fence: 9, queuedAt: 1, grantedAt: 2 }); // unknown call: unverified
+    const sent = w.version;
+    w.onMessage({ kind: "grant", attempt: "a1", fence: 10, queuedAt: 1, grantedAt: 3 }); // came during the re-check
+    w.takenBack(sent);
+    assert.equal(w.state, "unverified", "a message during the re-check keeps it to be verified");
+    w.takenBack(w.version);
+    assert.equal(w.state, "queued");
+    w.tooLate();
+    assert.equal(w.state, "queued", "only a granted waiter can be too late");
+    w.end();
+    w.takenBack(w.version);
+    assert.equal(w.state, "ended", "an ended waiter stays ended");
+  });
+
+  test("woke() clears the re-check asked for, once the nap is over", () => {
+    const { w } = setupWaiter();
+    w.onMessage({ kind: "check", attempt: "a1" });
+    assert.equal(w.recheckAt, 5_000);
+    w.woke();
+    assert.equal(w.recheckAt, Infinity);
   });
 
   test("a 'check' (messages may have been lost) schedules a re-check now, and wakes the nap", () => {
