@@ -214,24 +214,13 @@ export async function fencedSqlUpdate(
   if (returning !== undefined) checkKey(op, "returning", returning);
   if (!Array.isArray(params)) fail(op, "params", "must be an array", params);
   checkIdentifier(op, "fenceColumn", column);
-  for (const [what, text] of [["set", set], ["where", where]]) {
-    for (const [, n] of text.matchAll(/\$(\d+)/g)) {
-      if (Number(n) > params.length) {
-        fail(
-          op,
-          what,
-          `must use only $1 to $${params.length} (the values in params; the fence is bound after)`,
-          text,
-          RangeError,
-        );
-      }
-    }
-  }
+  checkPlaceholders(op, "set", set, params.length);
+  checkPlaceholders(op, "where", where, params.length);
   leaseSignal?.throwIfAborted();
-  const f = `$${params.length + 1}`;
+  const fenceParam = `$${params.length + 1}`;
   const text =
-    `WITH redlease_w AS (UPDATE ${table} SET ${set}, ${column} = ${f} WHERE (${where}) AND ${column} <= ${f} ` +
-    `RETURNING true AS redleasewritten${returning === undefined ? "" : `, ${returning}`}) ` +
+    `WITH redlease_w AS (UPDATE ${table} SET ${set}, ${column} = ${fenceParam} WHERE (${where}) AND ${column} <= ` +
+    `${fenceParam} RETURNING true AS redleasewritten${returning === undefined ? "" : `, ${returning}`}) ` +
     `SELECT redlease_w.*, redlease_h.redleasehighest FROM (SELECT max(${column})::text AS redleasehighest ` +
     `FROM ${table} WHERE (${where})) AS redlease_h LEFT JOIN redlease_w ON true`;
   const values = [...params, String(fence)];
@@ -240,7 +229,7 @@ export async function fencedSqlUpdate(
     // (Column names without '_' or capitals, so that a client that renames columns, such as postgres.js with
     // `transform: postgres.camel`, keeps them; and "written" is whatever is not NULL, however a client parses a boolean.)
     const highest = rows.length > 0 && rows[0].redleasehighest != null ? Number(rows[0].redleasehighest) : 0;
-    const written = rows.filter((r) => r.redleasewritten != null);
+    const written = rows.filter((row) => row.redleasewritten != null);
     if (written.length > 0) {
       return {
         count: written.length,
@@ -252,6 +241,21 @@ export async function fencedSqlUpdate(
     // a writer committed a change to the rows while this one waited for their lock, after the snapshot. Once more,
     // with a new snapshot, tells them apart; the first attempt wrote nothing, so this one writes at most once.
     if (attempt === 1 || rows.length === 0 || rows[0].redleasehighest == null) return { count: 0, rows: [] };
+  }
+}
+
+/** `text` (the `set` or `where` of an update) may use only the placeholders of `params`: the fence is bound after. */
+function checkPlaceholders(op: string, what: string, text: string, params: number): void {
+  for (const [, n] of text.matchAll(/\$(\d+)/g)) {
+    if (Number(n) > params) {
+      fail(
+        op,
+        what,
+        `must use only $1 to $${params} (the values in params; the fence is bound after)`,
+        text,
+        RangeError,
+      );
+    }
   }
 }
 
@@ -383,17 +387,7 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
   const { fence, lockName, leaseSignal } = resolveFence(op, lease, options?.name);
   checkKey(op, "resource", resource);
   if (typeof work !== "function") fail(op, "work", "must be a function (q) => Promise", work);
-  const table = options?.table ?? "redlease_fences";
-  checkIdentifier(op, "table", table);
-  const begin = options?.begin ?? true;
-  if (typeof begin !== "boolean") fail(op, "begin", "must be a boolean", begin);
-  const isolation = options?.isolation;
-  if (isolation !== undefined) {
-    if (!ISOLATIONS.includes(isolation)) {
-      fail(op, "isolation", `must be one of ${ISOLATIONS.map((i) => `"${i}"`).join(", ")}`, isolation, RangeError);
-    }
-    if (!begin) fail(op, "isolation", "must be omitted with 'begin: false' (the transaction is yours)", isolation);
-  }
+  const { table, begin, isolation } = checkTransactionOptions(op, options);
   leaseSignal?.throwIfAborted();
 
   let ended = false;
@@ -407,18 +401,7 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
   };
   if (begin) await query(isolation ? `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}` : "BEGIN", []);
   try {
-    const taken = rowsOf(
-      await query(
-        `INSERT INTO ${table} (resource, fence) VALUES ($1, $2) ON CONFLICT (resource) DO UPDATE ` +
-          `SET fence = EXCLUDED.fence WHERE ${table}.fence <= EXCLUDED.fence RETURNING fence`,
-        [resource, String(fence)],
-      ),
-    );
-    if (taken.length === 0) {
-      // Refused, the row locked: the fence that refused it, read in the same transaction.
-      const [row] = rowsOf(await query(`SELECT fence::text AS fence FROM ${table} WHERE resource = $1`, [resource]));
-      throw new StaleFenceError(lockName, resource, fence, Number(row?.fence ?? 0));
-    }
+    await claimFence(query, table, resource, fence, lockName);
     const result = await work(q);
     if (failed) throw failed.error;
     ended = true;
@@ -440,5 +423,49 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
     }
     ended = true;
     throw e;
+  }
+}
+
+/** The `table`, `begin` and `isolation` options of fencedSqlTransaction, checked, with their defaults. */
+function checkTransactionOptions(
+  op: string,
+  options: FencedSqlTransactionOptions | undefined,
+): { table: string; begin: boolean; isolation: FencedSqlTransactionOptions["isolation"] } {
+  const table = options?.table ?? "redlease_fences";
+  checkIdentifier(op, "table", table);
+  const begin = options?.begin ?? true;
+  if (typeof begin !== "boolean") fail(op, "begin", "must be a boolean", begin);
+  const isolation = options?.isolation;
+  if (isolation !== undefined) {
+    if (!ISOLATIONS.includes(isolation)) {
+      fail(op, "isolation", `must be one of ${ISOLATIONS.map((i) => `"${i}"`).join(", ")}`, isolation, RangeError);
+    }
+    if (!begin) fail(op, "isolation", "must be omitted with 'begin: false' (the transaction is yours)", isolation);
+  }
+  return { table, begin, isolation };
+}
+
+/**
+ * Record `fence` in the fence row of `resource`, which stays locked until the transaction ends; a StaleFenceError
+ * when a higher one is recorded there.
+ */
+async function claimFence(
+  query: SqlQuery,
+  table: string,
+  resource: string,
+  fence: number,
+  lockName: string,
+): Promise<void> {
+  const taken = rowsOf(
+    await query(
+      `INSERT INTO ${table} (resource, fence) VALUES ($1, $2) ON CONFLICT (resource) DO UPDATE ` +
+        `SET fence = EXCLUDED.fence WHERE ${table}.fence <= EXCLUDED.fence RETURNING fence`,
+      [resource, String(fence)],
+    ),
+  );
+  if (taken.length === 0) {
+    // Refused, the row locked: the fence that refused it, read in the same transaction.
+    const [row] = rowsOf(await query(`SELECT fence::text AS fence FROM ${table} WHERE resource = $1`, [resource]));
+    throw new StaleFenceError(lockName, resource, fence, Number(row?.fence ?? 0));
   }
 }
