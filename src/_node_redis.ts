@@ -67,6 +67,7 @@ export function nodeRedisDriver(client: unknown): Driver {
   return standaloneDriver(client as Standalone);
 }
 
+// Long: one closure per driver method over the same cluster client and its subscriptions; each method is short.
 function clusterDriver(cluster: Cluster): Driver {
   // channel → its listeners. node-redis drops the sharded subscriptions of a master that rediscovery drops (a dead
   // one): after each rediscovery they are subscribed again (no command where still subscribed), on the new

@@ -117,7 +117,6 @@ export function resolveAcquire(
   const signal = opts.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
   const owner = checkOwner(op, opts.owner, ownerOf);
-  // A Lease given as owner is kept exactly; a string given is scoped to the client (see Resolved).
   const exactOwner = opts.owner !== undefined && typeof opts.owner !== "string";
   const label = checkLabel(op, opts.label, opts.owner);
   const replicas = checkInt(op, "replicas", opts.replicas ?? 0, 0, 100);

@@ -200,9 +200,7 @@ export async function fencedSqlUpdate(
 ): Promise<FencedSqlResult> {
   const op = "make a fenced SQL write";
   checkQuery(op, query);
-  if (options !== undefined && (typeof options !== "object" || options === null)) {
-    fail(op, "options", "must be an object", options);
-  }
+  checkOptions(op, options);
   const { fence, lockName, leaseSignal } = resolveFence(op, lease, options?.name);
   if (typeof update !== "object" || update === null) fail(op, "update", "must be an object", update);
   const { table, set, where, returning } = update;
@@ -241,6 +239,12 @@ export async function fencedSqlUpdate(
     // a writer committed a change to the rows while this one waited for their lock, after the snapshot. Once more,
     // with a new snapshot, tells them apart; the first attempt wrote nothing, so this one writes at most once.
     if (attempt === 1 || rows.length === 0 || rows[0].redleasehighest == null) return { count: 0, rows: [] };
+  }
+}
+
+function checkOptions(op: string, options: unknown): void {
+  if (options !== undefined && (typeof options !== "object" || options === null)) {
+    fail(op, "options", "must be an object", options);
   }
 }
 
@@ -381,9 +385,7 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
 ): Promise<T> {
   const op = "run a fenced SQL transaction";
   checkQuery(op, query);
-  if (options !== undefined && (typeof options !== "object" || options === null)) {
-    fail(op, "options", "must be an object", options);
-  }
+  checkOptions(op, options);
   const { fence, lockName, leaseSignal } = resolveFence(op, lease, options?.name);
   checkKey(op, "resource", resource);
   if (typeof work !== "function") fail(op, "work", "must be a function (q) => Promise", work);
@@ -417,11 +419,10 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
     if (late) throw late.error;
     return result;
   } catch (e) {
-    if (begin && !ended) {
-      ended = true;
-      await Promise.resolve(query("ROLLBACK", [])).then(undefined, () => {}); // the error that led here says more
-    }
+    const rollBack = begin && !ended;
     ended = true;
+    // (A failed ROLLBACK is ignored: the error that led here says more.)
+    if (rollBack) await Promise.resolve(query("ROLLBACK", [])).then(undefined, () => {});
     throw e;
   }
 }
