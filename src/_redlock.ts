@@ -134,7 +134,7 @@ export class RedlockGroup implements Target {
     // Settles as soon as the answers decide it (a slow or dead minority does not delay it); the other calls finish
     // in the background.
     return new Promise((resolve, reject) => {
-      const n = this.nodes.length;
+      const nodeCount = this.nodes.length;
       let released = 0, notHeld = 0, answered = 0;
       const errors: unknown[] = [];
       this.nodes.forEach((node, i) => {
@@ -144,8 +144,8 @@ export class RedlockGroup implements Target {
         ).finally(() => {
           answered++;
           if (released >= this.quorum) resolve(true);
-          else if (notHeld > n - this.quorum) resolve(false);
-          else if (answered === n) reject(new QuorumError(hold.name, released, this.quorum, errors));
+          else if (notHeld > nodeCount - this.quorum) resolve(false);
+          else if (answered === nodeCount) reject(new QuorumError(hold.name, released, this.quorum, errors));
         });
       });
     });
