@@ -136,6 +136,7 @@ const checks: Array<[string, string, string[]]> = [
   ["exports match", process.execPath, ["--import", "tsx", "scripts/check_exports.ts"]],
   // src/ imports in one direction (src/README.md): no circle, type-only imports included.
   ["no import circle in src/", process.execPath, ["--import", "tsx", "scripts/check_imports.ts"]],
+  ["no long function in src/ without a reason", process.execPath, ["--import", "tsx", "scripts/check_functions.ts"]],
   ["size budget (scripts/size.ts: the core entry, gzipped)", process.execPath, ["--import", "tsx", "scripts/size.ts"]],
   // What JSR would take: the files of deno.json "publish", type-checked, with no slow types. --allow-dirty: the
   // dry run otherwise refuses a work tree with uncommitted changes, which says nothing about the package.

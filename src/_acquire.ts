@@ -464,11 +464,9 @@ function took(attempt: Attempt, waiter: Waiter, leave: () => void, lease: LeaseI
   return { lease, wrote };
 }
 
-/**
- * One attempt's wait in the queue: the lease, or undefined when a grant came too late to use (it is being undone).
- * (One loop of a little over 50 lines: each pass is one check and at most one nap, and the nap stays in this frame
- * so that a contended acquire makes no more promises than it must.)
- */
+/** One attempt's wait in the queue: the lease, or undefined when a grant came too late to use (it is being undone). */
+// Long: one loop, each pass one check and at most one nap; the nap stays in this frame so that a contended acquire
+// makes no more promises than it must.
 async function waitAsAttempt(attempt: Attempt, retryMs: number): Promise<Waited | undefined> {
   const { state, opts } = attempt;
   const entry = entryOf(attempt);

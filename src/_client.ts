@@ -72,11 +72,11 @@ export function checkClient(
   // A client used before (it has a state): known to be a Driver or a node-redis client, so only whether it is open.
   if (states.has(client as object) && (client as NodeRedisClient).isOpen !== false) return;
   if (isDriver(client)) return;
-  const c = client as Record<string, unknown> | null | undefined;
-  const is = (...names: string[]) => names.every((n) => typeof c?.[n] === "function");
+  const candidate = client as Record<string, unknown> | null | undefined;
+  const is = (...names: string[]) => names.every((name) => typeof candidate?.[name] === "function");
   let why: string;
   if (isNodeRedis(client)) {
-    if (c!.isOpen !== false || closedOk) return;
+    if (candidate!.isOpen !== false || closedOk) return;
     why =
       "is a node-redis client that is not connected: await client.connect() first (a closed client must be connected again)";
   } else if (is("then")) why = "is a Promise: await it first (`await createClient().connect()` resolves to the client)";
@@ -90,9 +90,9 @@ const states = new WeakMap<object, ClientState>();
 
 /** The state redlease keeps for `client`, made on its first use. */
 export function stateOf(client: RedisLike): ClientState {
-  let st = states.get(client);
-  if (!st) states.set(client, st = new ClientState(isDriver(client) ? client : nodeRedisDriver(client)));
-  return st;
+  let state = states.get(client);
+  if (!state) states.set(client, state = new ClientState(isDriver(client) ? client : nodeRedisDriver(client)));
+  return state;
 }
 
 /**
@@ -119,9 +119,11 @@ export class ClientState extends Connection implements Target {
 
   release(hold: Hold, bound: Bound): Promise<boolean> {
     const args = { kind: hold.kind, owner: hold.owner, fence: hold.fenceText };
-    const ev = this.events;
+    const events = this.events;
     // With an event handler, a handoff is told as the reply is decoded (no promise more).
-    const over = ev && hold.told === ev ? () => emit(ev, { type: "handed-over", ...hold.event() }) : undefined;
+    const over = events && hold.told === events
+      ? () => emit(events, { type: "handed-over", ...hold.event() })
+      : undefined;
     return releaseHeld(this, hold.keys, args, bound, over);
   }
 }

@@ -12,54 +12,54 @@ import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_ti
 import type { Driver } from "./driver.ts";
 
 /**
- * Settle as `p` does, or reject when the bound passes (RedisTimeoutError) or its signal aborts (its reason),
+ * Settle as `pending` does, or reject when the bound passes (RedisTimeoutError) or its signal aborts (its reason),
  * whichever comes first. A bound passes only once the process has been looking for the reply until then: a reply
  * that came while it was busy (a pause that spans the bound) counts (see schedule()'s `patience`); `abort` (when given) is aborted too, so an abortable driver stops waiting as well.
- * `decode` maps the value inside the same step (a throw rejects), and `recover` may turn a rejection of `p` into
+ * `decode` maps the value inside the same step (a throw rejects), and `recover` may turn a rejection of `pending` into
  * another attempt (`over` tells it whether the call has settled meanwhile: the caller gave up, and nothing may be
  * sent for it any more): a script call is then one promise from the driver's reply to the caller's value.
  */
 export function bounded<T, R = T>(
-  p: Promise<T>,
-  b: Bound | undefined,
+  pending: Promise<T>,
+  bound: Bound | undefined,
   abort?: AbortController,
-  decode?: (v: T) => R,
+  decode?: (value: T) => R,
   recover?: (e: unknown, over: () => boolean) => Promise<T>,
 ): Promise<R> {
   return new Promise<R>((resolve, reject) => {
-    const s = b?.signal;
+    const signal = bound?.signal;
     let due: Due | undefined;
     let done = false;
-    const settle = (failed: boolean, v: unknown) => {
+    const settle = (failed: boolean, value: unknown) => {
       done = true;
       if (due) cancel(due);
-      s?.removeEventListener("abort", onAbort);
+      signal?.removeEventListener("abort", onAbort);
       if (failed) {
-        abort?.abort(v);
-        return reject(v);
+        abort?.abort(value);
+        return reject(value);
       }
       try {
-        resolve(decode ? decode(v as T) : v as R);
+        resolve(decode ? decode(value as T) : value as R);
       } catch (e) {
         reject(e);
       }
     };
-    const onAbort = () => settle(true, s!.reason);
-    if (s?.aborted) {
-      p.then(undefined, () => {}); // sent already: its failure is nobody's now, and must not go unhandled
+    const onAbort = () => settle(true, signal!.reason);
+    if (signal?.aborted) {
+      pending.then(undefined, () => {}); // sent already: its failure is nobody's now, and must not go unhandled
       return onAbort();
     }
-    if (b && b.until !== Infinity) {
-      const ms = Math.max(0, Math.round(b.until - performance.now()));
+    if (bound && bound.until !== Infinity) {
+      const ms = Math.max(0, Math.round(bound.until - performance.now()));
       // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
       // Patient: a reply that came while the process was busy past the bound is read before it counts as none, and
       // a command the pause kept from going out gets a round trip (no more than its whole bound).
       const patience = Math.max(1, Math.min(ms, PAUSE_GRACE_MS));
-      due = schedule(b.until, () => settle(true, new RedisTimeoutError(b.name, ms)), patience);
+      due = schedule(bound.until, () => settle(true, new RedisTimeoutError(bound.name, ms)), patience);
     }
-    s?.addEventListener("abort", onAbort, { once: true });
-    const ok = (v: T) => settle(false, v), failed = (e: unknown) => settle(true, e);
-    p.then(ok, recover ? (e) => recover(e, () => done).then(ok, failed) : failed);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const ok = (value: T) => settle(false, value), failed = (e: unknown) => settle(true, e);
+    pending.then(ok, recover ? (e) => recover(e, () => done).then(ok, failed) : failed);
   });
 }
 
@@ -102,7 +102,7 @@ interface ScriptCall {
 /** Until configure() says otherwise: warnings to the console, as they are. */
 const defaultLogger: Logger = { warn: (message) => console.warn(message) };
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** One Redis as a client reaches it: scripts run within bounds, and waiter channels (see the module's comment). */
 export class Connection implements ScriptRunner {
@@ -127,7 +127,9 @@ export class Connection implements ScriptRunner {
     this.publish = driver.sharded ? "SPUBLISH" : "PUBLISH";
     driver.onResubscribed?.(() => {
       for (const fn of this.resubscribed) fn();
-      for (const c of this.#channels.values()) for (const [attempt, fn] of c.waiters) fn({ kind: "check", attempt });
+      for (const entry of this.#channels.values()) {
+        for (const [attempt, fn] of entry.waiters) fn({ kind: "check", attempt });
+      }
     });
   }
 
@@ -150,14 +152,14 @@ export class Connection implements ScriptRunner {
     // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
     const abort = bound && this.driver.abortable ? new AbortController() : undefined;
     const call: ScriptCall = { script, keys, args, signal: abort?.signal, bound, tries: 0, waits: 0, own: false };
-    const r = bounded(this.#send(call), bound, abort, decode, (e, over) => this.#recover(e, call, over));
+    const reply = bounded(this.#send(call), bound, abort, decode, (e, over) => this.#recover(e, call, over));
     if (!this.#checked) {
       this.#checked = true;
       // A timer turn after the call (its NOSCRIPT recovery included), so the caller has its lease before INFO goes out.
       const check = () => void unrefTimeout(() => void this.#checkEviction(keys[0]), 0);
-      r.then(check, check);
+      reply.then(check, check);
     }
-    return r;
+    return reply;
   }
 
   /**
@@ -183,43 +185,47 @@ export class Connection implements ScriptRunner {
     }
   }
 
-  async #recover(e: unknown, call: ScriptCall, over: () => boolean): Promise<unknown> {
-    const d = this.driver, { script: { sha, source, name }, keys, args, signal, bound: b } = call;
+  async #recover(error: unknown, call: ScriptCall, over: () => boolean): Promise<unknown> {
+    const driver = this.driver, { script: { sha, source, name }, keys, args, signal, bound } = call;
     // Given up once bounded() settled, not once the bound's time passed: a call whose bound passed while the process
     // was busy is still waited for (see bounded()), and its undo is sent only after it settles.
     const stop = () =>
-      b?.signal?.aborted
-        ? b.signal.reason
-        : b && over()
-        ? new RedisTimeoutError(b.name, Math.round(b.until - call.start!))
+      bound?.signal?.aborted
+        ? bound.signal.reason
+        : bound && over()
+        ? new RedisTimeoutError(bound.name, Math.round(bound.until - call.start!))
         : undefined;
     call.start ??= performance.now();
     const again = () => {
       const stopped = stop();
-      return stopped ? Promise.reject(stopped) : this.#send(call).catch((x) => this.#recover(x, call, over));
+      return stopped
+        ? Promise.reject(stopped)
+        : this.#send(call).catch((failure) => this.#recover(failure, call, over));
     };
-    if (!call.own && errorCode(e) === "NOSCRIPT") {
+    if (!call.own && errorCode(error) === "NOSCRIPT") {
       const last = this.#sent.get(sha);
       if (last && last !== call.seen && call.waits++ < 8) return last.then(again);
       const stopped = stop();
       if (stopped) throw stopped;
       call.own = true;
-      const text = d.evalSource ? d.evalSource(source, keys, args, signal) : d.loadScript(source, keys[0], signal);
+      const text = driver.evalSource
+        ? driver.evalSource(source, keys, args, signal)
+        : driver.loadScript(source, keys[0], signal);
       this.#sent.set(sha, text.catch(() => {}));
       try {
-        const r = await text;
-        if (d.evalSource) return r;
-        if (r !== sha) throw new Error(`SCRIPT LOAD of ${name} returned ${r}, expected ${sha}`);
+        const loaded = await text;
+        if (driver.evalSource) return loaded;
+        if (loaded !== sha) throw new Error(`SCRIPT LOAD of ${name} returned ${loaded}, expected ${sha}`);
         return again(); // loaded: a NOSCRIPT now fails the call
-      } catch (x) {
+      } catch (failure) {
         call.own = false; // TRYAGAIN: neither run nor cached, start over; anything else is thrown below
-        e = x;
+        error = failure;
       }
     }
     // Not run: sent again while the caller waits (an unbounded call 100 times at most).
-    const code = errorCode(e);
-    const ms = code === "TRYAGAIN" || d.unsent?.(e) ? 20 : code === "CLUSTERDOWN" ? 100 : 0;
-    if (!ms || (call.tries++ >= 100 && !(b && b.until < Infinity)) || signal?.aborted) throw e;
+    const code = errorCode(error);
+    const ms = code === "TRYAGAIN" || driver.unsent?.(error) ? 20 : code === "CLUSTERDOWN" ? 100 : 0;
+    if (!ms || (call.tries++ >= 100 && !(bound && bound.until < Infinity)) || signal?.aborted) throw error;
     await sleep(ms);
     return again();
   }
@@ -272,17 +278,17 @@ export class Connection implements ScriptRunner {
     onMessage: (message: WaiterMessage) => void,
   ): (() => void) | Promise<() => void> {
     const key = keys.hash;
-    let ch = this.#channels.get(key);
-    if (!ch) {
+    let entry = this.#channels.get(key);
+    if (!entry) {
       const channel = channelOf(keys, this.id);
       // (A sentinel entry, as in holdMap(): a Map emptied and filled again by every contended acquisition would be
       // shrunk and grown each time. No attempt id is empty.)
       const waiters = new Map<string, (message: WaiterMessage) => void>([["", () => {}]]);
       const listener = (text: string) => {
-        const m = parseMessage(text);
-        if (m) waiters.get(m.attempt)?.(m);
+        const message = parseMessage(text);
+        if (message) waiters.get(message.attempt)?.(message);
       };
-      const c: Channel = ch = {
+      const created: Channel = entry = {
         channel,
         waiters,
         listener,
@@ -290,18 +296,18 @@ export class Connection implements ScriptRunner {
         refs: 0,
         up: false,
       };
-      c.ready.then(() => void (c.up = true), () => {});
-      this.#channels.set(key, ch);
+      created.ready.then(() => void (created.up = true), () => {});
+      this.#channels.set(key, entry);
     }
-    const c = ch;
-    c.waiters.set(wid, onMessage);
+    const subscription = entry;
+    subscription.waiters.set(wid, onMessage);
     const unref = this.retain(keys);
     const leave = () => {
-      if (c.waiters.delete(wid)) unref();
+      if (subscription.waiters.delete(wid)) unref();
     };
-    return c.up ? leave : c.ready.then(() => leave, (e) => {
-      if (this.#channels.get(key) === c) this.#channels.delete(key);
-      c.waiters.delete(wid);
+    return subscription.up ? leave : subscription.ready.then(() => leave, (e) => {
+      if (this.#channels.get(key) === subscription) this.#channels.delete(key);
+      subscription.waiters.delete(wid);
       throw e;
     });
   }
@@ -314,18 +320,22 @@ export class Connection implements ScriptRunner {
    * handoff until its wait ran out. One at a time per channel; a channel dropped meanwhile is unsubscribed again.
    */
   relisten(keys: LeaseKeys): void {
-    const key = keys.hash, c = this.#channels.get(key), d = this.driver, now = performance.now();
+    const key = keys.hash, entry = this.#channels.get(key), driver = this.driver, now = performance.now();
     // (At most once a second per channel: a subscription that was fine costs two commands, never a storm.)
-    if (!c || !c.up || c.relistening || !d.unsubscribe || now - (c.relistenedAt ?? -Infinity) < 1_000) return;
-    c.relistening = true;
-    c.relistenedAt = now;
-    d.unsubscribe(c.channel, c.listener).catch(() => {})
-      .then(() => d.subscribe!(c.channel, c.listener))
+    if (
+      !entry || !entry.up || entry.relistening || !driver.unsubscribe || now - (entry.relistenedAt ?? -Infinity) < 1_000
+    ) return;
+    entry.relistening = true;
+    entry.relistenedAt = now;
+    driver.unsubscribe(entry.channel, entry.listener).catch(() => {})
+      .then(() => driver.subscribe!(entry.channel, entry.listener))
       .then(() => {
-        c.relistening = false;
-        if (this.#channels.get(key) !== c) return void d.unsubscribe?.(c.channel, c.listener).catch(() => {});
-        for (const [attempt, fn] of c.waiters) fn({ kind: "check", attempt });
-      }, () => void (c.relistening = false));
+        entry.relistening = false;
+        if (this.#channels.get(key) !== entry) {
+          return void driver.unsubscribe?.(entry.channel, entry.listener).catch(() => {});
+        }
+        for (const [attempt, fn] of entry.waiters) fn({ kind: "check", attempt });
+      }, () => void (entry.relistening = false));
   }
 
   /**
@@ -336,17 +346,17 @@ export class Connection implements ScriptRunner {
    * when due, one needless wake-up per contended acquisition.)
    */
   retain(keys: LeaseKeys): () => void {
-    const key = keys.hash, c = this.#channels.get(key)!;
-    c.refs++;
+    const key = keys.hash, entry = this.#channels.get(key)!;
+    entry.refs++;
     let done = false;
     return () => {
       if (done) return;
       done = true;
-      if (--c.refs > 0) return;
+      if (--entry.refs > 0) return;
       afterMicrotasks(() => {
-        if (c.refs > 0 || this.#channels.get(key) !== c) return;
+        if (entry.refs > 0 || this.#channels.get(key) !== entry) return;
         this.#channels.delete(key);
-        c.ready.then(() => this.driver.unsubscribe?.(c.channel, c.listener)).catch(() => {});
+        entry.ready.then(() => this.driver.unsubscribe?.(entry.channel, entry.listener)).catch(() => {});
       });
     };
   }

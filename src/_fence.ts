@@ -123,9 +123,9 @@ function hasTag(key: string): boolean {
   return open >= 0 && key.indexOf("}", open + 1) > open + 1;
 }
 
-function isLease(v: object): v is Lease {
-  const l = v as Partial<Lease>;
-  return Array.isArray(l.names) && Array.isArray(l.fences) && l.signal instanceof AbortSignal;
+function isLease(value: object): value is Lease {
+  const candidate = value as Partial<Lease>;
+  return Array.isArray(candidate.names) && Array.isArray(candidate.fences) && candidate.signal instanceof AbortSignal;
 }
 
 export function checkKey(op: string, what: string, key: unknown): asserts key is string {
@@ -266,9 +266,9 @@ export function runFenced<R>(
   const allArgs = keys ? [...args, ...call.head] : [...call.head, ...args];
   const bound = { until: call.until, signal: call.signal, name: call.lockName || key };
   return call.state.run(script, allKeys, allArgs, bound, (reply) => {
-    const r = reply as readonly unknown[];
-    if (Number(r[0]) === 0) throw new StaleFenceError(call.lockName, key, call.fence, Number(r[1]));
-    return decode(r);
+    const fields = reply as readonly unknown[];
+    if (Number(fields[0]) === 0) throw new StaleFenceError(call.lockName, key, call.fence, Number(fields[1]));
+    return decode(fields);
   });
 }
 

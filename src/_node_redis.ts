@@ -40,8 +40,9 @@ interface Sentinel {
   on?(event: "topology-change", fn: (e: { type?: string }) => void): unknown;
 }
 
-function has(c: unknown, ...names: string[]): boolean {
-  return typeof c === "object" && c !== null && names.every((n) => typeof (c as Record<string, Fn>)[n] === "function");
+function has(value: unknown, ...names: string[]): boolean {
+  return typeof value === "object" && value !== null &&
+    names.every((name) => typeof (value as Record<string, Fn>)[name] === "function");
 }
 
 /** Whether `c` looks like a node-redis client of any kind. */
@@ -58,94 +59,104 @@ function evals(send: (keys: readonly string[], command: string[]) => Promise<unk
 }
 
 /** Wrap a node-redis v4/v5 standalone, cluster or sentinel client. */
-export function nodeRedisDriver(c: unknown): Driver {
-  if (has(c, "sSubscribe", "nodeClient") && Array.isArray((c as Cluster).masters)) {
-    const cl = c as Cluster;
-    // channel → its listeners. node-redis drops the sharded subscriptions of a master that rediscovery drops (a dead
-    // one): after each rediscovery they are subscribed again (no command where still subscribed), on the new
-    // master, and waiters re-check for what they missed.
-    const subs = new Map<string, Set<Listener>>();
-    let resubscribed: (() => void) | undefined;
-    const forget = (ch: string, l: Listener) => {
-      const ls = subs.get(ch);
-      if (ls?.delete(l) && !ls.size) subs.delete(ch);
-    };
-    const send = rediscovering(cl, () => {
-      const again = [...subs].flatMap(([ch, ls]) =>
-        [...ls].map((l) =>
-          cl.sSubscribe(ch, l).then(() => {
-            if (!subs.get(ch)?.has(l)) return cl.sUnsubscribe(ch, l); // unsubscribed meanwhile
-          })
-        )
+export function nodeRedisDriver(client: unknown): Driver {
+  if (has(client, "sSubscribe", "nodeClient") && Array.isArray((client as Cluster).masters)) {
+    return clusterDriver(client as Cluster);
+  }
+  if (has(client, "getMasterNode", "sendCommand", "subscribe")) return sentinelDriver(client as Sentinel);
+  return standaloneDriver(client as Standalone);
+}
+
+// Long: one closure per driver method over the same cluster client and its subscriptions; each method is short.
+function clusterDriver(cluster: Cluster): Driver {
+  // channel → its listeners. node-redis drops the sharded subscriptions of a master that rediscovery drops (a dead
+  // one): after each rediscovery they are subscribed again (no command where still subscribed), on the new
+  // master, and waiters re-check for what they missed.
+  const subs = new Map<string, Set<Listener>>();
+  let resubscribed: (() => void) | undefined;
+  const forget = (ch: string, l: Listener) => {
+    const listeners = subs.get(ch);
+    if (listeners?.delete(l) && !listeners.size) subs.delete(ch);
+  };
+  const send = rediscovering(cluster, () => {
+    const again = [...subs].flatMap(([ch, listeners]) =>
+      [...listeners].map((l) =>
+        cluster.sSubscribe(ch, l).then(() => {
+          if (!subs.get(ch)?.has(l)) return cluster.sUnsubscribe(ch, l); // unsubscribed meanwhile
+        })
+      )
+    );
+    if (again.length) Promise.allSettled(again).then(() => resubscribed?.());
+  });
+  return {
+    sharded: true,
+    // EVAL (after NOSCRIPT) goes to the master of keys[0], and caches the script there: lazily, per master.
+    ...evals((keys, command) => send(keys[0], command)),
+    // (redlease uses evalSource; a driver built on this one without it loads here.) Every master: a slot may move
+    // (MOVED/ASK) to a master that has never seen the script.
+    loadScript: async (source) => {
+      const shas = await Promise.all(
+        cluster.masters.map(async (master) =>
+          (await cluster.nodeClient(master)).sendCommand(["SCRIPT", "LOAD", source])
+        ),
       );
-      if (again.length) Promise.allSettled(again).then(() => resubscribed?.());
-    });
-    return {
-      sharded: true,
-      // EVAL (after NOSCRIPT) goes to the master of keys[0], and caches the script there: lazily, per master.
-      ...evals((keys, command) => send(keys[0], command)),
-      // (redlease uses evalSource; a driver built on this one without it loads here.) Every master: a slot may move
-      // (MOVED/ASK) to a master that has never seen the script.
-      loadScript: async (source) => {
-        const shas = await Promise.all(
-          cl.masters.map(async (m) => (await cl.nodeClient(m)).sendCommand(["SCRIPT", "LOAD", source])),
-        );
-        return String(shas[0]);
-      },
-      // (Not watched: WAIT may block for longer than a sweep.)
-      command: (key, args) => cl.sendCommand(key, false, [...args]),
-      subscribe: async (ch, l) => {
-        let ls = subs.get(ch);
-        if (!ls) subs.set(ch, ls = new Set());
-        ls.add(l);
-        try {
-          await cl.sSubscribe(ch, l);
-        } catch (e) {
-          forget(ch, l);
-          throw e;
-        }
-      },
-      unsubscribe: async (ch, l) => {
+      return String(shas[0]);
+    },
+    // (Not watched: WAIT may block for longer than a sweep.)
+    command: (key, args) => cluster.sendCommand(key, false, [...args]),
+    subscribe: async (ch, l) => {
+      let listeners = subs.get(ch);
+      if (!listeners) subs.set(ch, listeners = new Set());
+      listeners.add(l);
+      try {
+        await cluster.sSubscribe(ch, l);
+      } catch (e) {
         forget(ch, l);
-        await cl.sUnsubscribe(ch, l);
-      },
-      onResubscribed: (fn) => void (resubscribed = fn),
-      // Queued for a master that rediscovery dropped (see rediscovering): never sent, so sent again.
-      unsent: (e) => (e as Error)?.message === "Disconnects client",
-    };
-  }
-  if (has(c, "getMasterNode", "sendCommand", "subscribe")) {
-    const s = c as Sentinel;
-    let resubscribed: (() => void) | undefined;
-    let subscribed = 0;
-    // On a failover node-redis moves the pub/sub connection to the new master by itself, and a message published
-    // before it has subscribed there again is lost. A probe subscription queues behind that move: once it is
-    // confirmed the channels are back, and waiters and observers re-check.
-    const probe = `redlease:probe:${crypto.randomUUID()}`;
-    const none = () => {};
-    s.on?.("topology-change", (e) => {
-      if (e?.type !== "MASTER_CHANGE" || subscribed <= 0 || !resubscribed) return;
-      s.subscribe(probe, none).then(() => {
-        resubscribed?.();
-        return s.unsubscribe(probe, none);
-      }).catch(() => {});
-    });
-    return {
-      ...evals((_keys, command) => s.sendCommand(false, command)),
-      loadScript: async (source) => String(await s.sendCommand(false, ["SCRIPT", "LOAD", source])),
-      command: (_key, args) => s.sendCommand(false, [...args]),
-      subscribe: async (ch, l) => {
-        await s.subscribe(ch, l);
-        subscribed++;
-      },
-      unsubscribe: async (ch, l) => {
-        subscribed--;
-        await s.unsubscribe(ch, l);
-      },
-      onResubscribed: (fn) => void (resubscribed = fn),
-    };
-  }
-  const client = c as Standalone;
+        throw e;
+      }
+    },
+    unsubscribe: async (ch, l) => {
+      forget(ch, l);
+      await cluster.sUnsubscribe(ch, l);
+    },
+    onResubscribed: (fn) => void (resubscribed = fn),
+    // Queued for a master that rediscovery dropped (see rediscovering): never sent, so sent again.
+    unsent: (e) => (e as Error)?.message === "Disconnects client",
+  };
+}
+
+function sentinelDriver(sentinel: Sentinel): Driver {
+  let resubscribed: (() => void) | undefined;
+  let subscribed = 0;
+  // On a failover node-redis moves the pub/sub connection to the new master by itself, and a message published
+  // before it has subscribed there again is lost. A probe subscription queues behind that move: once it is
+  // confirmed the channels are back, and waiters and observers re-check.
+  const probe = `redlease:probe:${crypto.randomUUID()}`;
+  const none = () => {};
+  sentinel.on?.("topology-change", (e) => {
+    if (e?.type !== "MASTER_CHANGE" || subscribed <= 0 || !resubscribed) return;
+    sentinel.subscribe(probe, none).then(() => {
+      resubscribed?.();
+      return sentinel.unsubscribe(probe, none);
+    }).catch(() => {});
+  });
+  return {
+    ...evals((_keys, command) => sentinel.sendCommand(false, command)),
+    loadScript: async (source) => String(await sentinel.sendCommand(false, ["SCRIPT", "LOAD", source])),
+    command: (_key, args) => sentinel.sendCommand(false, [...args]),
+    subscribe: async (ch, l) => {
+      await sentinel.subscribe(ch, l);
+      subscribed++;
+    },
+    unsubscribe: async (ch, l) => {
+      subscribed--;
+      await sentinel.unsubscribe(ch, l);
+    },
+    onResubscribed: (fn) => void (resubscribed = fn),
+  };
+}
+
+function standaloneDriver(client: Standalone): Driver {
   let sub: Promise<Standalone> | undefined;
   let resubscribed: (() => void) | undefined;
   const subscriber = () =>
@@ -200,22 +211,24 @@ const ASK_NOWHERE = ["EVAL", "return redis.error_reply('ASK 0 redlease:rediscove
  * `rediscovered` is called.
  */
 function rediscovering(
-  cl: Cluster,
+  cluster: Cluster,
   rediscovered: () => void,
 ): (key: string | undefined, args: string[]) => Promise<unknown> {
   let epoch = 0, young = 0, old = 0, last = -Infinity, sweeping = false;
   const rediscover = (): void => {
     const now = performance.now();
-    const slots = cl.slots;
+    const slots = cluster.slots;
     if (now - last < REDISCOVER_MS || !slots) return;
     last = now;
-    const up = cl.masters.filter((m) => m.client?.isReady === true);
-    const m = up[Math.floor(Math.random() * up.length)];
-    if (!m) return;
+    const up = cluster.masters.filter((master) => master.client?.isReady === true);
+    const master = up[Math.floor(Math.random() * up.length)];
+    if (!master) return;
     // A key of one of that master's slots (a few CRC16s: a master serves a fair share of the slots).
     for (let i = 0; i < 1_000; i++) {
       const key = `{redlease:${i}}`;
-      if (slots[slotOf(key)]?.master === m) return void cl.sendCommand(key, false, ASK_NOWHERE).catch(rediscovered);
+      if (slots[slotOf(key)]?.master === master) {
+        return void cluster.sendCommand(key, false, ASK_NOWHERE).catch(rediscovered);
+      }
     }
   };
   // Every SWEEP_MS while calls are pending: calls older than a sweep that still wait are stuck (queued for a master
@@ -229,18 +242,18 @@ function rediscovering(
     if (sweeping) unrefTimeout(sweep, SWEEP_MS);
   };
   return (key, args) => {
-    const e = epoch;
+    const sentIn = epoch;
     young++;
     if (!sweeping) {
       sweeping = true;
       unrefTimeout(sweep, SWEEP_MS);
     }
-    const p = cl.sendCommand(key, false, args);
-    const done = () => void (e === epoch ? young-- : old--);
-    p.then(done, (x) => {
+    const reply = cluster.sendCommand(key, false, args);
+    const done = () => void (sentIn === epoch ? young-- : old--);
+    reply.then(done, (error) => {
       done();
-      if (!/^(NOSCRIPT|TRYAGAIN|ERR) /.test((x as Error)?.message)) rediscover();
+      if (!/^(NOSCRIPT|TRYAGAIN|ERR) /.test((error as Error)?.message)) rediscover();
     });
-    return p;
+    return reply;
   };
 }

@@ -156,13 +156,13 @@ export function labelOf(owner: string): string | undefined {
 export function ownerFor(
   target: { readonly scope: string; readonly holds: ReadonlyMap<string, { readonly active: boolean }> },
   keys: LeaseKeys,
-  o: Resolved,
+  opts: Resolved,
 ): string {
-  if (o.owner === undefined) return newOwner(o);
-  if (o.exactOwner || target.holds.get(holdId(keys, o.owner, o.kind))?.active) return o.owner;
+  if (opts.owner === undefined) return newOwner(opts);
+  if (opts.exactOwner || target.holds.get(holdId(keys, opts.owner, opts.kind))?.active) return opts.owner;
   // A shared request by the owner of an exclusive hold here: a downgrade.
-  if (o.kind === "s" && target.holds.get(holdId(keys, o.owner, "x"))?.active) return o.owner;
-  return scopedOwner(target.scope, o.owner);
+  if (opts.kind === "s" && target.holds.get(holdId(keys, opts.owner, "x"))?.active) return opts.owner;
+  return scopedOwner(target.scope, opts.owner);
 }
 
 /** What a lease token names: one hold of one lease on one Redis. */
@@ -183,12 +183,12 @@ const TOKEN = "rl1.";
  * can carry (an environment variable, a queue message, a URL), naming the hold, not a secret: it grants what the
  * owner string does.
  */
-export function tokenOf(h: TokenHold): string {
-  const fields = [h.name, h.keys.hash, h.owner, h.fenceText];
-  if (h.kind !== "x") fields.push(h.kind);
+export function tokenOf(hold: TokenHold): string {
+  const fields = [hold.name, hold.keys.hash, hold.owner, hold.fenceText];
+  if (hold.kind !== "x") fields.push(hold.kind);
   const bytes = new TextEncoder().encode(JSON.stringify(fields));
   let bin = "";
-  for (const b of bytes) bin += String.fromCharCode(b);
+  for (const byte of bytes) bin += String.fromCharCode(byte);
   return TOKEN + btoa(bin).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
 }
 
@@ -197,17 +197,20 @@ export function parseToken(token: unknown): TokenHold | undefined {
   // (The longest a token gets: a 1024-character name twice, as the name and in its key, and a 512-character owner
   // with a 256-character label, JSON-escaped and base64url-encoded, is under 64 KB.)
   if (typeof token !== "string" || !token.startsWith(TOKEN) || token.length > 65_536) return undefined;
-  let v: unknown;
+  let parsed: unknown;
   try {
     const bin = atob(token.slice(TOKEN.length).replaceAll("-", "+").replaceAll("_", "/"));
-    v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
   } catch {
     return undefined;
   }
-  if (!Array.isArray(v) || v.length < 4 || v.length > 5 || !v.every((x) => typeof x === "string" && x.length > 0)) {
+  if (
+    !Array.isArray(parsed) || parsed.length < 4 || parsed.length > 5 ||
+    !parsed.every((field) => typeof field === "string" && field.length > 0)
+  ) {
     return undefined;
   }
-  const [name, hash, owner, fenceText, kind = "x"] = v as string[];
+  const [name, hash, owner, fenceText, kind = "x"] = parsed as string[];
   if (!/^(x|s|p[1-9]\d{0,8})$/.test(kind)) return undefined;
   // The key must be the name's (under some prefix), and the fence a decimal integer, as the scripts keep it.
   const tail = keysOf("", name).hash;
@@ -227,9 +230,9 @@ export interface QueueEntry {
   readonly lockDelayMs?: number;
 }
 
-function entryText(e: QueueEntry): string {
-  const ms = (e.lockDelayMs ?? 0) > 0 ? `${e.ms}d${e.lockDelayMs}` : e.ms;
-  return `${e.clientId}|${e.attempt}|${ms}|${e.claimMs}|${e.kind}|${e.owner}`;
+function entryText(entry: QueueEntry): string {
+  const ms = (entry.lockDelayMs ?? 0) > 0 ? `${entry.ms}d${entry.lockDelayMs}` : entry.ms;
+  return `${entry.clientId}|${entry.attempt}|${ms}|${entry.claimMs}|${entry.kind}|${entry.owner}`;
 }
 
 /** The reply of an acquire call. */
@@ -281,26 +284,26 @@ export function acquireOnNode(st: ScriptRunner, keys: LeaseKeys, a: AcquireArgs,
 }
 
 function runAcquire<R>(
-  st: ScriptRunner,
+  runner: ScriptRunner,
   keys: LeaseKeys,
-  a: AcquireArgs,
+  request: AcquireArgs,
   bound: Bound | undefined,
   decode: (reply: unknown) => R,
 ): Promise<R> {
-  const args = [a.owner, String(a.ms), a.attempt];
-  const lag = a.lockDelayMs ?? 0;
+  const args = [request.owner, String(request.ms), request.attempt];
+  const lag = request.lockDelayMs ?? 0;
   // The exclusive script takes the rest only when it says something (a waiter's entry, SPUBLISH, a lock delay):
   // every argument costs the client and Redis on every call, and most calls are an uncontended acquire on one server.
-  if (a.kind !== "x" || a.entry || st.publish !== "PUBLISH" || lag > 0) {
-    args.push(a.entry ? entryText(a.entry) : "", String(QUEUE_TTL_MS), st.publish);
+  if (request.kind !== "x" || request.entry || runner.publish !== "PUBLISH" || lag > 0) {
+    args.push(request.entry ? entryText(request.entry) : "", String(QUEUE_TTL_MS), runner.publish);
   }
-  if (a.kind === "x") {
+  if (request.kind === "x") {
     if (lag > 0) args.push(String(lag));
-    return st.run(ACQUIRE, keys.all, args, bound, decode);
+    return runner.run(ACQUIRE, keys.all, args, bound, decode);
   }
-  args.push(a.kind);
+  args.push(request.kind);
   if (lag > 0) args.push(String(lag));
-  return st.run(ACQUIRE_SET, keys.all, args, bound, decode);
+  return runner.run(ACQUIRE_SET, keys.all, args, bound, decode);
 }
 
 /**
@@ -308,16 +311,16 @@ function runAcquire<R>(
  * names are in several cluster slots). The fences in order, or the 1-based index of the first name not free.
  */
 export async function acquireAllCall(
-  st: ScriptRunner,
+  runner: ScriptRunner,
   keys: readonly LeaseKeys[],
-  a: AcquireArgs,
+  request: AcquireArgs,
   bound?: Bound,
 ): Promise<number[] | number> {
-  const k = keys.flatMap((x) => [x.hash, x.queue, x.holders, x.holderRecords]);
-  const args = [a.owner, String(a.ms), a.attempt];
-  if ((a.lockDelayMs ?? 0) > 0) args.push(String(a.lockDelayMs));
-  const r = await st.run(ACQUIRE_ALL, k, args, bound);
-  return Array.isArray(r) ? r.map(Number) : Number(r);
+  const scriptKeys = keys.flatMap((lease) => [lease.hash, lease.queue, lease.holders, lease.holderRecords]);
+  const args = [request.owner, String(request.ms), request.attempt];
+  if ((request.lockDelayMs ?? 0) > 0) args.push(String(request.lockDelayMs));
+  const reply = await runner.run(ACQUIRE_ALL, scriptKeys, args, bound);
+  return Array.isArray(reply) ? reply.map(Number) : Number(reply);
 }
 
 /**
@@ -336,27 +339,29 @@ function refused(r: string): never {
  * that is not 1 to 16 digits.
  */
 export function fenceOf(text: string): number {
-  let v = text.length > 0 && text.length <= FENCE_DIGITS ? 0 : NaN;
+  let value = text.length > 0 && text.length <= FENCE_DIGITS ? 0 : NaN;
   for (let i = 0; i < text.length; i++) {
-    const d = text.charCodeAt(i) - 48;
-    v = d >= 0 && d <= 9 ? v * 10 + d : NaN;
+    const digit = text.charCodeAt(i) - 48;
+    value = digit >= 0 && digit <= 9 ? value * 10 + digit : NaN;
   }
-  return v;
+  return value;
 }
 
-function acquired(r: unknown): Acquired {
-  if (typeof r === "string" && r.charCodeAt(0) === 33 /* ! */) refused(r);
+function acquired(reply: unknown): Acquired {
+  if (typeof reply === "string" && reply.charCodeAt(0) === 33 /* ! */) refused(reply);
   // A fresh grant's fence comes back as a string of digits (the script skips number conversions on that path),
   // and a client may return integers as strings too (ioredis stringNumbers): the sign tells them apart.
-  if (typeof r === "string" || typeof r === "number") {
-    const n = typeof r === "number" ? r : fenceOf(r) || Number(r);
-    return n > 0 ? { fence: n, fenceText: typeof r === "string" ? r : undefined } : { retryMs: -1 - n };
+  if (typeof reply === "string" || typeof reply === "number") {
+    const value = typeof reply === "number" ? reply : fenceOf(reply) || Number(reply);
+    return value > 0
+      ? { fence: value, fenceText: typeof reply === "string" ? reply : undefined }
+      : { retryMs: -1 - value };
   }
-  const [n, queuedAt, queuedNow, passed] = r as number[];
+  const [value, queuedAt, queuedNow, passed] = reply as number[];
   // (A 4th element: this call passed on a grant its waiter never claimed, and then took the lease or waits.)
   const passedOn = Number(passed) === 1 || undefined;
-  if (Number(n) > 0) return { fence: Number(n), passedOn };
-  return { retryMs: -1 - Number(n), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1, passedOn };
+  if (Number(value) > 0) return { fence: Number(value), passedOn };
+  return { retryMs: -1 - Number(value), queuedAt: Number(queuedAt), queuedNow: Number(queuedNow) === 1, passedOn };
 }
 
 function grantOrBusy(r: unknown): number {
@@ -378,11 +383,11 @@ export interface ReleaseArgs {
   readonly entry?: QueueEntry;
 }
 
-function releaseArgs(st: ScriptRunner, a: ReleaseArgs): string[] {
-  const args = [a.owner, String(FENCE_RETAIN_MS), a.fence === undefined ? "" : String(a.fence)];
+function releaseArgs(runner: ScriptRunner, request: ReleaseArgs): string[] {
+  const args = [request.owner, String(FENCE_RETAIN_MS), request.fence === undefined ? "" : String(request.fence)];
   // The rest only when it says something (an undo's attempt and entry, SPUBLISH), as for acquireCall.
-  if (a.attempt !== undefined || a.entry || st.publish !== "PUBLISH") {
-    args.push(a.attempt ?? "", a.entry ? entryText(a.entry) : "", st.publish);
+  if (request.attempt !== undefined || request.entry || runner.publish !== "PUBLISH") {
+    args.push(request.attempt ?? "", request.entry ? entryText(request.entry) : "", runner.publish);
   }
   return args;
 }
@@ -396,21 +401,27 @@ const wasHeld = (r: unknown): boolean => Number(r) !== 0;
 
 /** releaseCall(), answering whether a hold was released (anything but "not-held"), in one step (the hot path). */
 export function releaseHeld(
-  st: ScriptRunner,
+  runner: ScriptRunner,
   keys: LeaseKeys,
-  a: ReleaseArgs,
+  request: ReleaseArgs,
   bound?: Bound,
   handedOver?: () => void,
 ): Promise<boolean> {
   // `handedOver` (an event handler's) is called in the same step when the release handed the lease to waiters.
   const decode = handedOver
-    ? (r: unknown) => {
-      const n = Number(r);
-      if (n === 3) handedOver();
-      return n !== 0;
+    ? (reply: unknown) => {
+      const code = Number(reply);
+      if (code === 3) handedOver();
+      return code !== 0;
     }
     : wasHeld;
-  return st.run(a.kind === "x" ? RELEASE : RELEASE_SET, keys.all, releaseArgs(st, a), bound, decode);
+  return runner.run(
+    request.kind === "x" ? RELEASE : RELEASE_SET,
+    keys.all,
+    releaseArgs(runner, request),
+    bound,
+    decode,
+  );
 }
 
 export interface ExtendArgs {
@@ -429,33 +440,33 @@ export interface ExtendArgs {
 
 /** Reset the TTL of a hold (and claim it if it was handed over): true, false when not held, or a new fence. */
 export async function extendCall(
-  st: ScriptRunner,
+  runner: ScriptRunner,
   keys: LeaseKeys,
-  a: ExtendArgs,
+  request: ExtendArgs,
   bound?: Bound,
 ): Promise<boolean | { readonly fence: number }> {
   const args = [
-    a.owner,
-    String(a.ms),
-    a.fence === undefined ? "" : String(a.fence),
-    a.reestablish ? "1" : "",
-    a.exact ? "" : "GT",
+    request.owner,
+    String(request.ms),
+    request.fence === undefined ? "" : String(request.fence),
+    request.reestablish ? "1" : "",
+    request.exact ? "" : "GT",
   ];
-  if (a.reestablish && (a.lockDelayMs ?? 0) > 0) args.push(String(a.lockDelayMs));
-  const r = a.kind === "x"
-    ? Number(await st.run(EXTEND, [keys.hash], args, bound))
-    : Number(await st.run(EXTEND_SET, [keys.hash, keys.holders, keys.holderRecords], args, bound));
-  return r > 1 ? { fence: r } : r === 1;
+  if (request.reestablish && (request.lockDelayMs ?? 0) > 0) args.push(String(request.lockDelayMs));
+  const reply = request.kind === "x"
+    ? Number(await runner.run(EXTEND, [keys.hash], args, bound))
+    : Number(await runner.run(EXTEND_SET, [keys.hash, keys.holders, keys.holderRecords], args, bound));
+  return reply > 1 ? { fence: reply } : reply === 1;
 }
 
 /** Remove every hold of every owner, keeping the fence record; the first live waiter is handed the lease. */
 export async function forceUnlockCall(
-  st: ScriptRunner,
+  runner: ScriptRunner,
   keys: LeaseKeys,
   bound?: Bound,
 ): Promise<"not-held" | "freed" | "handed-over"> {
-  const r = await st.run(FORCE_UNLOCK, keys.all, [String(FENCE_RETAIN_MS), st.publish], bound);
-  return r === 0 ? "not-held" : r === 1 ? "freed" : "handed-over";
+  const reply = await runner.run(FORCE_UNLOCK, keys.all, [String(FENCE_RETAIN_MS), runner.publish], bound);
+  return reply === 0 ? "not-held" : reply === 1 ? "freed" : "handed-over";
 }
 
 /** One holder in a snapshot. */
@@ -480,19 +491,25 @@ export interface Snapshot {
   readonly holders: SnapshotHolder[];
 }
 
-export async function inspectCall(st: ScriptRunner, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
-  const r = await st.run(INSPECT, keys.all, [], bound) as Array<string | number>;
+export async function inspectCall(runner: ScriptRunner, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
+  const reply = await runner.run(INSPECT, keys.all, [], bound) as Array<string | number>;
   const holders: SnapshotHolder[] = [];
-  for (let i = 4; i + 4 < r.length; i += 5) {
+  for (let i = 4; i + 4 < reply.length; i += 5) {
     holders.push({
-      owner: String(r[i]),
-      holds: Number(r[i + 1]),
-      kind: String(r[i + 2]) as Kind,
-      pttl: Number(r[i + 3]),
-      lockDelayMs: Number(r[i + 4]),
+      owner: String(reply[i]),
+      holds: Number(reply[i + 1]),
+      kind: String(reply[i + 2]) as Kind,
+      pttl: Number(reply[i + 3]),
+      lockDelayMs: Number(reply[i + 4]),
     });
   }
-  return { fence: Number(r[0]), pttl: Number(r[1]), waiters: Number(r[2]), mode: String(r[3]) as Kind, holders };
+  return {
+    fence: Number(reply[0]),
+    pttl: Number(reply[1]),
+    waiters: Number(reply[2]),
+    mode: String(reply[3]) as Kind,
+    holders,
+  };
 }
 
 /** The channel on which observers of the election at `keys` hear of changes (see campaign/proclaim/observe). */
@@ -514,14 +531,14 @@ export interface LeaderReply {
   readonly value: string | undefined;
 }
 
-export async function leaderCall(st: ScriptRunner, keys: LeaseKeys, bound?: Bound): Promise<LeaderReply> {
-  const r = await st.run(LEADER, [keys.hash, valueKeyOf(keys)], [], bound) as unknown[];
-  const owner = String(r[0] ?? "");
+export async function leaderCall(runner: ScriptRunner, keys: LeaseKeys, bound?: Bound): Promise<LeaderReply> {
+  const reply = await runner.run(LEADER, [keys.hash, valueKeyOf(keys)], [], bound) as unknown[];
+  const owner = String(reply[0] ?? "");
   return {
     owner: owner === "" ? undefined : owner,
-    term: Number(r[1]),
-    pttl: Number(r[2]),
-    value: typeof r[3] === "string" ? r[3] : undefined,
+    term: Number(reply[1]),
+    pttl: Number(reply[2]),
+    value: typeof reply[3] === "string" ? reply[3] : undefined,
   };
 }
 

@@ -1,6 +1,6 @@
 // Argument checks shared by every entry point; they run before any Redis command.
 import type { AcquireOptions, CallOptions, KeyOptions, Lease } from "./lease.ts";
-import type { Resolved } from "./_types.ts";
+import type { Kind, Resolved } from "./_types.ts";
 import {
   DEFAULT_CLAIM_MS,
   DEFAULT_PREFIX,
@@ -101,6 +101,7 @@ export function checkLeaseMs(op: string, v: unknown): number {
   return checkInt(op, "leaseMs", v, 1);
 }
 
+/** The options of acquire() and its kin, checked (in the order below, which decides the error) and with defaults. */
 export function resolveAcquire(
   op: string,
   name: unknown,
@@ -109,84 +110,28 @@ export function resolveAcquire(
 ): Resolved {
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  const o = options ?? {};
-  let ms: number;
-  let watchdog: boolean;
-  if (o.leaseMs !== undefined) {
-    ms = checkLeaseMs(op, o.leaseMs);
-    watchdog = false;
-    if (o.watchdogMs !== undefined) fail(op, "watchdogMs", "must be omitted when 'leaseMs' is given", o.watchdogMs);
-  } else {
-    ms = o.watchdogMs === undefined ? DEFAULT_WATCHDOG_MS : checkInt(op, "watchdogMs", o.watchdogMs, 30);
-    watchdog = true;
-  }
-  const waitMs = o.waitMs ?? DEFAULT_WAIT_MS;
-  if (typeof waitMs !== "number") fail(op, "waitMs", "must be a number", waitMs);
-  if (Number.isNaN(waitMs) || waitMs < 0 || (!Number.isInteger(waitMs) && waitMs !== Infinity)) {
-    fail(op, "waitMs", "must be a non-negative integer or Infinity", waitMs, RangeError);
-  }
-  const signal = o.signal;
+  const opts = options ?? {};
+  const ms = checkLifetime(op, opts);
+  const watchdog = opts.leaseMs === undefined;
+  const waitMs = checkWaitMs(op, opts.waitMs ?? DEFAULT_WAIT_MS);
+  const signal = opts.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
-  let owner: string | undefined;
-  let exactOwner = false;
-  if (o.owner !== undefined) {
-    if (typeof o.owner === "string") {
-      owner = o.owner;
-      if (owner.length === 0 || owner.length > MAX_OWNER || /\p{Cs}/u.test(owner)) {
-        fail(
-          op,
-          "owner",
-          `must be a non-empty string of at most ${MAX_OWNER} characters, without lone surrogates`,
-          owner,
-          RangeError,
-        );
-      }
-    } else {
-      owner = ownerOf(o.owner as Lease);
-      if (owner === undefined) fail(op, "owner", "must be a string or a Lease from this library", o.owner);
-      exactOwner = true;
-    }
-  }
-  const label = o.label;
-  if (label !== undefined) {
-    if (typeof label !== "string") fail(op, "label", "must be a string", label);
-    // Printable on one line, so that a listing of holders stays a table.
-    if (label.length === 0 || label.length > MAX_LABEL || /[\p{Cc}\p{Cs}]/u.test(label)) {
-      fail(
-        op,
-        "label",
-        `must be 1 to ${MAX_LABEL} characters, without control characters or lone surrogates`,
-        label,
-        RangeError,
-      );
-    }
-    // An owner's identity is its string: a label there would make the same owner another one.
-    if (o.owner !== undefined) {
-      fail(op, "label", "cannot be combined with 'owner' (a Lease passed as owner keeps its label)", label);
-    }
-  }
-  const replicas = checkInt(op, "replicas", o.replicas ?? 0, 0, 100);
+  const owner = checkOwner(op, opts.owner, ownerOf);
+  const exactOwner = opts.owner !== undefined && typeof opts.owner !== "string";
+  const label = checkLabel(op, opts.label, opts.owner);
+  const replicas = checkInt(op, "replicas", opts.replicas ?? 0, 0, 100);
   const replicaTimeoutMs = checkInt(
     op,
     "replicaTimeoutMs",
-    o.replicaTimeoutMs ?? DEFAULT_REPLICA_TIMEOUT_MS,
+    opts.replicaTimeoutMs ?? DEFAULT_REPLICA_TIMEOUT_MS,
     1,
     60_000,
   );
-  const nodeTimeoutMs = checkInt(
-    op,
-    "nodeTimeoutMs",
-    o.nodeTimeoutMs ?? defaultNodeTimeoutMs(ms),
-    1,
-    ms,
-  );
-  const retryDelayMs = checkInt(op, "retryDelayMs", o.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS, 1, 60_000);
-  const claimMs = checkInt(op, "claimMs", o.claimMs ?? DEFAULT_CLAIM_MS, 10, 60_000);
-  const lockDelayMs = checkInt(op, "lockDelayMs", o.lockDelayMs ?? 0, 0);
-  const shared = o.shared !== undefined && o.shared !== false;
-  if (shared && o.shared !== true) fail(op, "shared", "must be a boolean", o.shared);
-  if (o.permits !== undefined && shared) fail(op, "permits", "cannot be combined with 'shared'", o.permits);
-  const kind = kindOf(shared, o.permits === undefined ? undefined : checkInt(op, "permits", o.permits, 1, MAX_PERMITS));
+  const nodeTimeoutMs = checkInt(op, "nodeTimeoutMs", opts.nodeTimeoutMs ?? defaultNodeTimeoutMs(ms), 1, ms);
+  const retryDelayMs = checkInt(op, "retryDelayMs", opts.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS, 1, 60_000);
+  const claimMs = checkInt(op, "claimMs", opts.claimMs ?? DEFAULT_CLAIM_MS, 10, 60_000);
+  const lockDelayMs = checkInt(op, "lockDelayMs", opts.lockDelayMs ?? 0, 0);
+  const kind = checkKind(op, opts.shared, opts.permits);
   signal?.throwIfAborted();
   return {
     claimMs,
@@ -206,4 +151,76 @@ export function resolveAcquire(
     retryDelayMs,
     kind,
   };
+}
+
+/** The lease's time to live: `leaseMs` (no watchdog), or else the watchdog's `watchdogMs`; never both. */
+function checkLifetime(op: string, opts: AcquireOptions): number {
+  if (opts.leaseMs === undefined) {
+    return opts.watchdogMs === undefined ? DEFAULT_WATCHDOG_MS : checkInt(op, "watchdogMs", opts.watchdogMs, 30);
+  }
+  const ms = checkLeaseMs(op, opts.leaseMs);
+  if (opts.watchdogMs !== undefined) {
+    fail(op, "watchdogMs", "must be omitted when 'leaseMs' is given", opts.watchdogMs);
+  }
+  return ms;
+}
+
+function checkWaitMs(op: string, waitMs: unknown): number {
+  if (typeof waitMs !== "number") fail(op, "waitMs", "must be a number", waitMs);
+  if (Number.isNaN(waitMs) || waitMs < 0 || (!Number.isInteger(waitMs) && waitMs !== Infinity)) {
+    fail(op, "waitMs", "must be a non-negative integer or Infinity", waitMs, RangeError);
+  }
+  return waitMs;
+}
+
+/** The owner string of the `owner` option: the string given, or the owner of the Lease given. */
+function checkOwner(
+  op: string,
+  owner: AcquireOptions["owner"],
+  ownerOf: (lease: Lease) => string | undefined,
+): string | undefined {
+  if (owner === undefined) return undefined;
+  if (typeof owner !== "string") {
+    const leaseOwner = ownerOf(owner as Lease);
+    if (leaseOwner === undefined) fail(op, "owner", "must be a string or a Lease from this library", owner);
+    return leaseOwner;
+  }
+  if (owner.length === 0 || owner.length > MAX_OWNER || /\p{Cs}/u.test(owner)) {
+    fail(
+      op,
+      "owner",
+      `must be a non-empty string of at most ${MAX_OWNER} characters, without lone surrogates`,
+      owner,
+      RangeError,
+    );
+  }
+  return owner;
+}
+
+function checkLabel(op: string, label: unknown, owner: unknown): string | undefined {
+  if (label === undefined) return undefined;
+  if (typeof label !== "string") fail(op, "label", "must be a string", label);
+  // Printable on one line, so that a listing of holders stays a table.
+  if (label.length === 0 || label.length > MAX_LABEL || /[\p{Cc}\p{Cs}]/u.test(label)) {
+    fail(
+      op,
+      "label",
+      `must be 1 to ${MAX_LABEL} characters, without control characters or lone surrogates`,
+      label,
+      RangeError,
+    );
+  }
+  // An owner's identity is its string: a label there would make the same owner another one.
+  if (owner !== undefined) {
+    fail(op, "label", "cannot be combined with 'owner' (a Lease passed as owner keeps its label)", label);
+  }
+  return label;
+}
+
+/** The kind of lease: exclusive, `shared` (a boolean) or with `permits`, which `shared` excludes. */
+function checkKind(op: string, shared: unknown, permits: unknown): Kind {
+  const isShared = shared !== undefined && shared !== false;
+  if (isShared && shared !== true) fail(op, "shared", "must be a boolean", shared);
+  if (permits !== undefined && isShared) fail(op, "permits", "cannot be combined with 'shared'", permits);
+  return kindOf(isShared, permits === undefined ? undefined : checkInt(op, "permits", permits, 1, MAX_PERMITS));
 }

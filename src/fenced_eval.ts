@@ -57,7 +57,7 @@ export async function fencedEval(
   options?: FenceOptions,
 ): Promise<unknown> {
   const op = "make a fenced write";
-  const o = checkOptions(op, options);
+  const opts = checkOptions(op, options);
   if (typeof body !== "string" || body.trim() === "") {
     fail(op, "body", "must be a non-empty Lua script", body, typeof body === "string" ? RangeError : TypeError);
   }
@@ -69,7 +69,7 @@ export async function fencedEval(
   keys.forEach((k, i) => checkKey(op, `keys[${i}]`, k));
   if (!Array.isArray(args)) fail(op, "args", "must be an array of strings", args);
   args.forEach((a, i) => typeof a === "string" || fail(op, `args[${i}]`, "must be a string", a));
-  const call = prepare(op, client, lease, keys[0], o);
+  const call = prepare(op, client, lease, keys[0], opts);
   checkSlots(op, call, keys);
   return runFenced(call, await wrap(body), args, (r) => r.length > 1 ? r[1] : null, keys);
 }

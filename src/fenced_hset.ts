@@ -35,7 +35,7 @@ export function fencedHSet(
 ): Promise<number> {
   const op = "make a fenced write";
   try {
-    const o = checkOptions(op, options);
+    const opts = checkOptions(op, options);
     if (typeof fields !== "object" || fields === null || Array.isArray(fields)) {
       fail(op, "fields", "must be an object of string values", fields);
     }
@@ -45,7 +45,7 @@ export function fencedHSet(
       args.push(field, value);
     }
     if (args.length === 0) fail(op, "fields", "must have at least one field", fields, RangeError);
-    const call = prepare(op, client, lease, key, o);
+    const call = prepare(op, client, lease, key, opts);
     return runFenced(call, script, args, (r) => Number(r[1]));
   } catch (e) {
     return Promise.reject(e);

@@ -61,15 +61,15 @@ export function fencedIncrBy(
 ): Promise<number | undefined> {
   const op = "make a fenced write";
   try {
-    const o = checkOptions(op, options);
+    const opts = checkOptions(op, options);
     checkInteger(op, "by", by);
-    const { floor, ceiling } = o;
+    const { floor, ceiling } = opts;
     if (floor !== undefined) checkInteger(op, "floor", floor);
     if (ceiling !== undefined) checkInteger(op, "ceiling", ceiling);
     if (floor !== undefined && ceiling !== undefined && ceiling < floor) {
       fail(op, "ceiling", `must not be below 'floor' (${floor})`, ceiling, RangeError);
     }
-    const call = prepare(op, client, lease, key, o);
+    const call = prepare(op, client, lease, key, opts);
     const args = [String(by), floor === undefined ? "" : String(floor), ceiling === undefined ? "" : String(ceiling)];
     return runFenced(call, script, args, (r) => Number(r[0]) === 2 ? undefined : Number(r[1]));
   } catch (e) {

@@ -60,15 +60,15 @@ export function fencedSet(
 ): Promise<boolean> {
   const op = "make a fenced write";
   try {
-    const o = checkOptions(op, options);
+    const opts = checkOptions(op, options);
     if (typeof value !== "string") fail(op, "value", "must be a string", value);
-    const px = o.px;
+    const px = opts.px;
     if (px !== undefined && !(typeof px === "number" && Number.isInteger(px) && px >= 1 && px <= 2_147_483_647)) {
       fail(op, "px", "must be an integer from 1 to 2147483647", px, typeof px === "number" ? RangeError : TypeError);
     }
-    const ifChanged = o.ifChanged ?? false;
+    const ifChanged = opts.ifChanged ?? false;
     if (typeof ifChanged !== "boolean") fail(op, "ifChanged", "must be a boolean", ifChanged);
-    const call = prepare(op, client, lease, key, o);
+    const call = prepare(op, client, lease, key, opts);
     const args = [value, px === undefined ? "" : String(px), ifChanged ? "1" : ""];
     return runFenced(call, script, args, (r) => Number(r[1]) === 1);
   } catch (e) {

@@ -200,9 +200,7 @@ export async function fencedSqlUpdate(
 ): Promise<FencedSqlResult> {
   const op = "make a fenced SQL write";
   checkQuery(op, query);
-  if (options !== undefined && (typeof options !== "object" || options === null)) {
-    fail(op, "options", "must be an object", options);
-  }
+  checkOptions(op, options);
   const { fence, lockName, leaseSignal } = resolveFence(op, lease, options?.name);
   if (typeof update !== "object" || update === null) fail(op, "update", "must be an object", update);
   const { table, set, where, returning } = update;
@@ -214,24 +212,13 @@ export async function fencedSqlUpdate(
   if (returning !== undefined) checkKey(op, "returning", returning);
   if (!Array.isArray(params)) fail(op, "params", "must be an array", params);
   checkIdentifier(op, "fenceColumn", column);
-  for (const [what, text] of [["set", set], ["where", where]]) {
-    for (const [, n] of text.matchAll(/\$(\d+)/g)) {
-      if (Number(n) > params.length) {
-        fail(
-          op,
-          what,
-          `must use only $1 to $${params.length} (the values in params; the fence is bound after)`,
-          text,
-          RangeError,
-        );
-      }
-    }
-  }
+  checkPlaceholders(op, "set", set, params.length);
+  checkPlaceholders(op, "where", where, params.length);
   leaseSignal?.throwIfAborted();
-  const f = `$${params.length + 1}`;
+  const fenceParam = `$${params.length + 1}`;
   const text =
-    `WITH redlease_w AS (UPDATE ${table} SET ${set}, ${column} = ${f} WHERE (${where}) AND ${column} <= ${f} ` +
-    `RETURNING true AS redleasewritten${returning === undefined ? "" : `, ${returning}`}) ` +
+    `WITH redlease_w AS (UPDATE ${table} SET ${set}, ${column} = ${fenceParam} WHERE (${where}) AND ${column} <= ` +
+    `${fenceParam} RETURNING true AS redleasewritten${returning === undefined ? "" : `, ${returning}`}) ` +
     `SELECT redlease_w.*, redlease_h.redleasehighest FROM (SELECT max(${column})::text AS redleasehighest ` +
     `FROM ${table} WHERE (${where})) AS redlease_h LEFT JOIN redlease_w ON true`;
   const values = [...params, String(fence)];
@@ -240,7 +227,7 @@ export async function fencedSqlUpdate(
     // (Column names without '_' or capitals, so that a client that renames columns, such as postgres.js with
     // `transform: postgres.camel`, keeps them; and "written" is whatever is not NULL, however a client parses a boolean.)
     const highest = rows.length > 0 && rows[0].redleasehighest != null ? Number(rows[0].redleasehighest) : 0;
-    const written = rows.filter((r) => r.redleasewritten != null);
+    const written = rows.filter((row) => row.redleasewritten != null);
     if (written.length > 0) {
       return {
         count: written.length,
@@ -252,6 +239,27 @@ export async function fencedSqlUpdate(
     // a writer committed a change to the rows while this one waited for their lock, after the snapshot. Once more,
     // with a new snapshot, tells them apart; the first attempt wrote nothing, so this one writes at most once.
     if (attempt === 1 || rows.length === 0 || rows[0].redleasehighest == null) return { count: 0, rows: [] };
+  }
+}
+
+function checkOptions(op: string, options: unknown): void {
+  if (options !== undefined && (typeof options !== "object" || options === null)) {
+    fail(op, "options", "must be an object", options);
+  }
+}
+
+/** `text` (the `set` or `where` of an update) may use only the placeholders of `params`: the fence is bound after. */
+function checkPlaceholders(op: string, what: string, text: string, params: number): void {
+  for (const [, n] of text.matchAll(/\$(\d+)/g)) {
+    if (Number(n) > params) {
+      fail(
+        op,
+        what,
+        `must use only $1 to $${params} (the values in params; the fence is bound after)`,
+        text,
+        RangeError,
+      );
+    }
   }
 }
 
@@ -377,23 +385,11 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
 ): Promise<T> {
   const op = "run a fenced SQL transaction";
   checkQuery(op, query);
-  if (options !== undefined && (typeof options !== "object" || options === null)) {
-    fail(op, "options", "must be an object", options);
-  }
+  checkOptions(op, options);
   const { fence, lockName, leaseSignal } = resolveFence(op, lease, options?.name);
   checkKey(op, "resource", resource);
   if (typeof work !== "function") fail(op, "work", "must be a function (q) => Promise", work);
-  const table = options?.table ?? "redlease_fences";
-  checkIdentifier(op, "table", table);
-  const begin = options?.begin ?? true;
-  if (typeof begin !== "boolean") fail(op, "begin", "must be a boolean", begin);
-  const isolation = options?.isolation;
-  if (isolation !== undefined) {
-    if (!ISOLATIONS.includes(isolation)) {
-      fail(op, "isolation", `must be one of ${ISOLATIONS.map((i) => `"${i}"`).join(", ")}`, isolation, RangeError);
-    }
-    if (!begin) fail(op, "isolation", "must be omitted with 'begin: false' (the transaction is yours)", isolation);
-  }
+  const { table, begin, isolation } = checkTransactionOptions(op, options);
   leaseSignal?.throwIfAborted();
 
   let ended = false;
@@ -407,18 +403,7 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
   };
   if (begin) await query(isolation ? `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}` : "BEGIN", []);
   try {
-    const taken = rowsOf(
-      await query(
-        `INSERT INTO ${table} (resource, fence) VALUES ($1, $2) ON CONFLICT (resource) DO UPDATE ` +
-          `SET fence = EXCLUDED.fence WHERE ${table}.fence <= EXCLUDED.fence RETURNING fence`,
-        [resource, String(fence)],
-      ),
-    );
-    if (taken.length === 0) {
-      // Refused, the row locked: the fence that refused it, read in the same transaction.
-      const [row] = rowsOf(await query(`SELECT fence::text AS fence FROM ${table} WHERE resource = $1`, [resource]));
-      throw new StaleFenceError(lockName, resource, fence, Number(row?.fence ?? 0));
-    }
+    await claimFence(query, table, resource, fence, lockName);
     const result = await work(q);
     if (failed) throw failed.error;
     ended = true;
@@ -434,11 +419,54 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
     if (late) throw late.error;
     return result;
   } catch (e) {
-    if (begin && !ended) {
-      ended = true;
-      await Promise.resolve(query("ROLLBACK", [])).then(undefined, () => {}); // the error that led here says more
-    }
+    const rollBack = begin && !ended;
     ended = true;
+    // (A failed ROLLBACK is ignored: the error that led here says more.)
+    if (rollBack) await Promise.resolve(query("ROLLBACK", [])).then(undefined, () => {});
     throw e;
+  }
+}
+
+/** The `table`, `begin` and `isolation` options of fencedSqlTransaction, checked, with their defaults. */
+function checkTransactionOptions(
+  op: string,
+  options: FencedSqlTransactionOptions | undefined,
+): { table: string; begin: boolean; isolation: FencedSqlTransactionOptions["isolation"] } {
+  const table = options?.table ?? "redlease_fences";
+  checkIdentifier(op, "table", table);
+  const begin = options?.begin ?? true;
+  if (typeof begin !== "boolean") fail(op, "begin", "must be a boolean", begin);
+  const isolation = options?.isolation;
+  if (isolation !== undefined) {
+    if (!ISOLATIONS.includes(isolation)) {
+      fail(op, "isolation", `must be one of ${ISOLATIONS.map((i) => `"${i}"`).join(", ")}`, isolation, RangeError);
+    }
+    if (!begin) fail(op, "isolation", "must be omitted with 'begin: false' (the transaction is yours)", isolation);
+  }
+  return { table, begin, isolation };
+}
+
+/**
+ * Record `fence` in the fence row of `resource`, which stays locked until the transaction ends; a StaleFenceError
+ * when a higher one is recorded there.
+ */
+async function claimFence(
+  query: SqlQuery,
+  table: string,
+  resource: string,
+  fence: number,
+  lockName: string,
+): Promise<void> {
+  const taken = rowsOf(
+    await query(
+      `INSERT INTO ${table} (resource, fence) VALUES ($1, $2) ON CONFLICT (resource) DO UPDATE ` +
+        `SET fence = EXCLUDED.fence WHERE ${table}.fence <= EXCLUDED.fence RETURNING fence`,
+      [resource, String(fence)],
+    ),
+  );
+  if (taken.length === 0) {
+    // Refused, the row locked: the fence that refused it, read in the same transaction.
+    const [row] = rowsOf(await query(`SELECT fence::text AS fence FROM ${table} WHERE resource = $1`, [resource]));
+    throw new StaleFenceError(lockName, resource, fence, Number(row?.fence ?? 0));
   }
 }

@@ -83,24 +83,35 @@ export async function inspect(
   const prefix = checkPrefix(op, options);
   const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
   const until = performance.now() + timeoutMs;
-  const r = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
+  const snapshot = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
   const owners: LeaseHolder[] = [], delayed: LeaseHolder[] = [];
-  for (const h of r.holders) {
+  for (const holder of snapshot.holders) {
     // (A hold's ms left, for its holder, is <= 0 once it is in its lock delay.)
-    const inDelay = h.lockDelayMs > 0 && h.pttl <= 0;
+    const inDelay = holder.lockDelayMs > 0 && holder.pttl <= 0;
     (inDelay ? delayed : owners).push({
-      owner: h.owner,
-      label: labelOf(h.owner),
-      holds: h.holds,
-      kind: kindName(h.kind),
-      remainingMs: Math.max(0, inDelay ? h.pttl + h.lockDelayMs : h.pttl),
-      lockDelayMs: h.lockDelayMs,
+      owner: holder.owner,
+      label: labelOf(holder.owner),
+      holds: holder.holds,
+      kind: kindName(holder.kind),
+      remainingMs: Math.max(0, inDelay ? holder.pttl + holder.lockDelayMs : holder.pttl),
+      lockDelayMs: holder.lockDelayMs,
     });
   }
   const held = owners.length > 0;
-  const delayMs = delayed.length > 0 ? Math.max(...delayed.map((o) => o.remainingMs)) : 0;
-  const kind = kindName(r.mode, "permits");
-  const permits = permitsOf(r.mode);
-  const remainingMs = held ? Math.max(...owners.map((o) => o.remainingMs)) : 0;
-  return { name, held, kind, permits, owners, remainingMs, fence: r.fence, waiters: r.waiters, delayed, delayMs };
+  const delayMs = delayed.length > 0 ? Math.max(...delayed.map((owner) => owner.remainingMs)) : 0;
+  const kind = kindName(snapshot.mode, "permits");
+  const permits = permitsOf(snapshot.mode);
+  const remainingMs = held ? Math.max(...owners.map((owner) => owner.remainingMs)) : 0;
+  return {
+    name,
+    held,
+    kind,
+    permits,
+    owners,
+    remainingMs,
+    fence: snapshot.fence,
+    waiters: snapshot.waiters,
+    delayed,
+    delayMs,
+  };
 }

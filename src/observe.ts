@@ -1,6 +1,6 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { bounded } from "./_connection.ts";
-import { electionChannelOf, keysOf, labelOf, leaderCall } from "./_protocol.ts";
+import { electionChannelOf, keysOf, labelOf, leaderCall, type LeaderReply } from "./_protocol.ts";
 import { nap } from "./_timers.ts";
 import { checkName, checkPrefix, fail } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
@@ -84,6 +84,7 @@ export function observe(client: RedisLike, name: string, options?: ObserveOption
   return watch(client, name, prefix, signal, pollMs);
 }
 
+// Long: the subscription, the read loop and the teardown share the listener and its wake-up; each part is short.
 async function* watch(
   client: RedisLike,
   name: string,
@@ -91,10 +92,10 @@ async function* watch(
   signal: AbortSignal | undefined,
   pollMs: number | undefined,
 ): AsyncGenerator<LeaderState> {
-  const st = stateOf(client);
+  const state = stateOf(client);
   const keys = keysOf(prefix, name);
   const channel = electionChannelOf(keys);
-  const driver = st.driver;
+  const driver = state.driver;
   let told = false;
   let wake: (() => void) | undefined;
   const listener = () => {
@@ -104,7 +105,7 @@ async function* watch(
   let subscribing: Promise<void> | undefined;
   const bound = () => ({ until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal, name });
   // Messages sent while the subscriber connection was down are lost: read again once it is back.
-  st.resubscribed.add(listener);
+  state.resubscribed.add(listener);
   try {
     if (driver.subscribe && !signal?.aborted) {
       subscribing = driver.subscribe(channel, listener);
@@ -115,33 +116,37 @@ async function* watch(
     let last: LeaderState | undefined;
     while (!signal?.aborted) {
       told = false;
-      const r = await leaderCall(st, keys, bound());
-      const now: LeaderState = {
-        leader: r.owner,
-        label: r.owner === undefined ? undefined : labelOf(r.owner),
-        // While nobody leads, the latest term known: Redis forgets it after a while (at once when a leader's lease
-        // expired), which is not a change.
-        term: r.owner === undefined && last && r.term < last.term ? last.term : r.term,
-        value: r.value,
-        remainingMs: r.owner === undefined ? 0 : Math.max(0, r.pttl),
-      };
+      const now = stateFrom(await leaderCall(state, keys, bound()), last);
       if (!last || now.leader !== last.leader || now.term !== last.term || now.value !== last.value) {
         last = now;
         yield now;
       }
       // Until a message, the end of the leadership's TTL (a leader that died), or the heartbeat.
-      const ms = Math.min(heartbeat, now.leader === undefined ? Infinity : now.remainingMs + 5);
-      if (!told) await nap(ms, signal, (w) => (wake = w));
+      const pause = Math.min(heartbeat, now.leader === undefined ? Infinity : now.remainingMs + 5);
+      if (!told) await nap(pause, signal, (wakeUp) => (wake = wakeUp));
       wake = undefined;
     }
   } catch (e) {
     if (signal?.aborted) return;
     throw e;
   } finally {
-    st.resubscribed.delete(listener);
+    state.resubscribed.delete(listener);
     // Unsubscribe once subscribed, even if the wait for it was given up (it may still complete).
     if (subscribing) {
       await bounded(subscribing.then(() => driver.unsubscribe?.(channel, listener)), bound()).catch(() => {});
     }
   }
+}
+
+/** The state a leader read shows, after the `last` one reported. */
+function stateFrom(reply: LeaderReply, last: LeaderState | undefined): LeaderState {
+  return {
+    leader: reply.owner,
+    label: reply.owner === undefined ? undefined : labelOf(reply.owner),
+    // While nobody leads, the latest term known: Redis forgets it after a while (at once when a leader's lease
+    // expired), which is not a change.
+    term: reply.owner === undefined && last && reply.term < last.term ? last.term : reply.term,
+    value: reply.value,
+    remainingMs: reply.owner === undefined ? 0 : Math.max(0, reply.pttl),
+  };
 }

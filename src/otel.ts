@@ -144,8 +144,8 @@ interface Tallies {
   readonly held: Tally;
 }
 
-function count(t: Tally, a: Attributes, n: number): void {
-  t.set(a, (t.get(a) ?? 0) + n);
+function count(tally: Tally, attributes: Attributes, by: number): void {
+  tally.set(attributes, (tally.get(attributes) ?? 0) + by);
 }
 
 /**
@@ -154,42 +154,42 @@ function count(t: Tally, a: Attributes, n: number): void {
  * event, about a microsecond each, five times per acquire and release (measured with bench/client_cost.ts).
  */
 function instruments(provider: MeterProvider, tallies: Tallies): Instruments {
-  const m = provider.getMeter(SCOPE);
-  const observe = (t: Tally) => (r: ObservableResult) => {
-    for (const [a, v] of t) r.observe(v, a);
+  const meter = provider.getMeter(SCOPE);
+  const observe = (tally: Tally) => (result: ObservableResult) => {
+    for (const [attributes, value] of tally) result.observe(value, attributes);
   };
-  m.createObservableCounter("redlease.lease.acquisitions", {
+  meter.createObservableCounter("redlease.lease.acquisitions", {
     unit: "{acquisition}",
     valueType: ValueType.INT,
     description: "Acquire calls, by outcome: acquired, timeout, aborted or error.",
   }).addCallback(observe(tallies.acquisitions));
-  m.createObservableCounter("redlease.lease.renewal.failures", {
+  meter.createObservableCounter("redlease.lease.renewal.failures", {
     unit: "{failure}",
     valueType: ValueType.INT,
     description: "Watchdog renewals that failed (retried until the local deadline).",
   }).addCallback(observe(tallies.renewalFailures));
-  m.createObservableCounter("redlease.lease.lost", {
+  meter.createObservableCounter("redlease.lease.lost", {
     unit: "{lease}",
     valueType: ValueType.INT,
     description: "Holds lost before their release, by reason: expired, not-held or unreachable.",
   }).addCallback(observe(tallies.lost));
-  m.createObservableCounter("redlease.lease.passed_on", {
+  meter.createObservableCounter("redlease.lease.passed_on", {
     unit: "{grant}",
     valueType: ValueType.INT,
     description: "Grants their waiter never claimed within its claim window, passed on by another waiter.",
   }).addCallback(observe(tallies.passedOn));
-  m.createObservableUpDownCounter("redlease.lease.held", {
+  meter.createObservableUpDownCounter("redlease.lease.held", {
     unit: "{lease}",
     valueType: ValueType.INT,
     description: "Leases held by this process now (a lease over several names counts once per name).",
   }).addCallback(observe(tallies.held));
   return {
-    wait: m.createHistogram("redlease.lease.wait.duration", {
+    wait: meter.createHistogram("redlease.lease.wait.duration", {
       unit: "s",
       description: "How long acquires took, from the call to the grant or the failure (every kind, every outcome).",
       advice: { explicitBucketBoundaries: WAIT_BUCKETS },
     }),
-    hold: m.createHistogram("redlease.lease.hold.duration", {
+    hold: meter.createHistogram("redlease.lease.hold.duration", {
       unit: "s",
       description: "How long holds lasted, from the grant to the final release or the loss.",
       advice: { explicitBucketBoundaries: HOLD_BUCKETS },
@@ -271,7 +271,122 @@ function errorType(e: unknown): string {
  * });
  * ```
  */
+// Long: it builds the caches its handler closes over (the instruments per provider, one attribute set per
+// combination), then the handler; each part is short.
 export function otel(options: OtelOptions = {}): LeaseEventHandler {
+  const { leaseName, meterProvider, tracerProvider } = checkOptions(options);
+  const nameOnMetrics = leaseName === "all";
+  const nameOnSpans = leaseName !== "none";
+  // The global tracer provider is a proxy that follows the one registered later; the global meter provider is not,
+  // so it is looked up at each event (a read of a global) and the instruments made again when it changes.
+  const tracer: Tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE);
+  const tallies: Tallies = {
+    acquisitions: new Map(),
+    renewalFailures: new Map(),
+    lost: new Map(),
+    passedOn: new Map(),
+    held: new Map(),
+  };
+  let madeOn: MeterProvider | undefined;
+  let made: Instruments | undefined;
+  const meter = (): Instruments => {
+    const provider = meterProvider ?? metrics.getMeterProvider();
+    if (provider !== madeOn || made === undefined) {
+      madeOn = provider;
+      made = instruments(provider, tallies);
+    }
+    return made;
+  };
+
+  // Metric attributes: one object per combination, made on first use and reused (nothing allocated per event),
+  // unless the lease name goes on metrics too.
+  const kinds: Record<string, PerKind> = {};
+  const of = (kind: string): PerKind =>
+    kinds[kind] ??= { base: { [KIND]: kind }, outcome: {}, acquired: [], end: {}, reason: {}, errors: new Map() };
+  let errorTypes = 0;
+  // With the name on metrics, one set per set and name, made once (a tally counts by the set's identity).
+  const withName = new Map<Attributes, Map<string, Attributes>>();
+  const named = nameOnMetrics
+    ? (attributes: Attributes, name: string): Attributes => {
+      let byName = withName.get(attributes);
+      if (!byName) withName.set(attributes, byName = new Map());
+      let both = byName.get(name);
+      if (!both) byName.set(name, both = { ...attributes, [NAME]: name });
+      return both;
+    }
+    : (attributes: Attributes) => attributes;
+
+  // Long: one case per event type, each a few lines.
+  return (event: LeaseEvent): void => {
+    const recorded = meter(); // (on the current provider: its observable counters report the tallies)
+    switch (event.type) {
+      case "acquired": {
+        const perKind = of(event.kind);
+        const waited = perKind.outcome.acquired ??= { [KIND]: event.kind, [OUTCOME]: "acquired" };
+        recorded.wait.record(event.waitMs / 1000, named(waited, event.name));
+        const index = (event.queued ? 4 : 0) + (event.handedOff ? 2 : 0) + (event.reentered ? 1 : 0);
+        const acquired = perKind.acquired[index] ??= {
+          [KIND]: event.kind,
+          [OUTCOME]: "acquired",
+          [QUEUED]: event.queued,
+          [HANDED_OFF]: event.handedOff,
+          [REENTERED]: event.reentered,
+        };
+        count(tallies.acquisitions, named(acquired, event.name), 1);
+        if (!event.reentered) count(tallies.held, named(perKind.base, event.name), 1);
+        span(tracer, nameOnSpans, event, "acquired");
+        return;
+      }
+      case "acquire-failed": {
+        const outcome = of(event.kind).outcome[event.outcome] ??= { [KIND]: event.kind, [OUTCOME]: event.outcome };
+        const failed = named(outcome, event.name);
+        recorded.wait.record(event.waitMs / 1000, failed);
+        count(tallies.acquisitions, failed, 1);
+        span(tracer, nameOnSpans, event, event.outcome);
+        return;
+      }
+      case "released":
+      case "lost": {
+        if (event.type === "released" && !event.final) return;
+        const perKind = of(event.kind);
+        count(tallies.held, named(perKind.base, event.name), -1);
+        const end = perKind.end[event.type] ??= { [KIND]: event.kind, [END]: event.type };
+        recorded.hold.record(event.heldMs / 1000, named(end, event.name));
+        if (event.type === "lost") {
+          const reason = perKind.reason[event.reason] ??= { [KIND]: event.kind, [LOSS_REASON]: event.reason };
+          count(tallies.lost, named(reason, event.name), 1);
+        }
+        return;
+      }
+      case "renewal-failed": {
+        const perKind = of(event.kind);
+        let type = errorType(event.error);
+        let failure = perKind.errors.get(type);
+        if (failure === undefined) {
+          // A new type: counted under its own name while there are few, then as _OTHER (bounded cardinality).
+          if (errorTypes >= MAX_ERROR_TYPES) type = "_OTHER";
+          else errorTypes++;
+          failure = perKind.errors.get(type);
+          if (failure === undefined) perKind.errors.set(type, failure = { [KIND]: event.kind, [ERROR_TYPE]: type });
+        }
+        count(tallies.renewalFailures, named(failure, event.name), 1);
+        return;
+      }
+      case "resumed":
+        count(tallies.held, named(of(event.kind).base, event.name), 1);
+        return;
+      case "passed-on":
+        count(tallies.passedOn, named(of(event.kind).base, event.name), 1);
+        return;
+    }
+  };
+}
+
+function checkOptions(options: OtelOptions): {
+  leaseName: LeaseNameAttribute;
+  meterProvider: MeterProvider | undefined;
+  tracerProvider: TracerProvider | undefined;
+} {
   const op = "make an OpenTelemetry handler";
   if (options === null || typeof options !== "object") fail(op, "options", "must be an object", options);
   const { leaseName = "spans" } = options;
@@ -286,136 +401,46 @@ export function otel(options: OtelOptions = {}): LeaseEventHandler {
   if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== "function") {
     fail(op, "tracerProvider", "must be a TracerProvider (with getTracer)", tracerProvider);
   }
-  const nameOnMetrics = leaseName === "all";
-  const nameOnSpans = leaseName !== "none";
-  // The global tracer provider is a proxy that follows the one registered later; the global meter provider is not,
-  // so it is looked up at each event (a read of a global) and the instruments made again when it changes.
-  const tracer: Tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE);
-  const tallies: Tallies = {
-    acquisitions: new Map(),
-    renewalFailures: new Map(),
-    lost: new Map(),
-    passedOn: new Map(),
-    held: new Map(),
-  };
-  let from: MeterProvider | undefined;
-  let m: Instruments | undefined;
-  const meter = (): Instruments => {
-    const p = meterProvider ?? metrics.getMeterProvider();
-    if (p !== from || m === undefined) {
-      from = p;
-      m = instruments(p, tallies);
-    }
-    return m;
-  };
+  return { leaseName, meterProvider, tracerProvider };
+}
 
-  // Metric attributes: one object per combination, made on first use and reused (nothing allocated per event),
-  // unless the lease name goes on metrics too.
-  const kinds: Record<string, PerKind> = {};
-  const of = (kind: string): PerKind =>
-    kinds[kind] ??= { base: { [KIND]: kind }, outcome: {}, acquired: [], end: {}, reason: {}, errors: new Map() };
-  let errorTypes = 0;
-  // With the name on metrics, one set per set and name, made once (a tally counts by the set's identity).
-  const withName = new Map<Attributes, Map<string, Attributes>>();
-  const named = nameOnMetrics
-    ? (a: Attributes, name: string): Attributes => {
-      let byName = withName.get(a);
-      if (!byName) withName.set(a, byName = new Map());
-      let n = byName.get(name);
-      if (!n) byName.set(name, n = { ...a, [NAME]: name });
-      return n;
-    }
-    : (a: Attributes) => a;
-
-  function span(e: AcquiredEvent | AcquireFailedEvent, outcome: string): void {
-    const now = Date.now();
-    const a: Attributes = { [KIND]: e.kind, [OUTCOME]: outcome, "redlease.acquire.wait.duration": e.waitMs / 1000 };
-    if (nameOnSpans) a[NAME] = e.name;
-    if (e.type === "acquired") {
-      a["redlease.lease.fence"] = e.fence;
-      a[QUEUED] = e.queued;
-      a[HANDED_OFF] = e.handedOff;
-      a[REENTERED] = e.reentered;
-    } else {
-      a[ERROR_TYPE] = errorType(e.error);
-    }
-    // Wall-clock times on both ends (the span's duration is the wait): `performance.timeOrigin + startedAt` would
-    // drift from Date.now(), which the SDK stamps its own spans with, by however much the system clock moved since
-    // the process started, and could place the span outside its parent.
-    const s = tracer.startSpan(
-      SPAN,
-      { kind: SpanKind.INTERNAL, startTime: now - e.waitMs, attributes: a },
-      context.active(),
-    );
-    if (e.type === "acquire-failed") {
-      const err = e.error;
-      s.recordException(
-        err !== null && typeof err === "object" ? err as Error : String(err),
-        now,
-      );
-      s.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
-    }
-    s.end(now);
+/** The span of one acquire, from its call to its outcome, child of the caller's active span. */
+function span(
+  tracer: Tracer,
+  nameOnSpans: boolean,
+  event: AcquiredEvent | AcquireFailedEvent,
+  outcome: string,
+): void {
+  const now = Date.now();
+  const attributes: Attributes = {
+    [KIND]: event.kind,
+    [OUTCOME]: outcome,
+    "redlease.acquire.wait.duration": event.waitMs / 1000,
+  };
+  if (nameOnSpans) attributes[NAME] = event.name;
+  if (event.type === "acquired") {
+    attributes["redlease.lease.fence"] = event.fence;
+    attributes[QUEUED] = event.queued;
+    attributes[HANDED_OFF] = event.handedOff;
+    attributes[REENTERED] = event.reentered;
+  } else {
+    attributes[ERROR_TYPE] = errorType(event.error);
   }
-
-  return (e: LeaseEvent): void => {
-    const i = meter(); // (on the current provider: its observable counters report the tallies)
-    switch (e.type) {
-      case "acquired": {
-        const k = of(e.kind);
-        const w = k.outcome.acquired ??= { [KIND]: e.kind, [OUTCOME]: "acquired" };
-        i.wait.record(e.waitMs / 1000, named(w, e.name));
-        const a = k.acquired[(e.queued ? 4 : 0) + (e.handedOff ? 2 : 0) + (e.reentered ? 1 : 0)] ??= {
-          [KIND]: e.kind,
-          [OUTCOME]: "acquired",
-          [QUEUED]: e.queued,
-          [HANDED_OFF]: e.handedOff,
-          [REENTERED]: e.reentered,
-        };
-        count(tallies.acquisitions, named(a, e.name), 1);
-        if (!e.reentered) count(tallies.held, named(k.base, e.name), 1);
-        span(e, "acquired");
-        return;
-      }
-      case "acquire-failed": {
-        const a = named(of(e.kind).outcome[e.outcome] ??= { [KIND]: e.kind, [OUTCOME]: e.outcome }, e.name);
-        i.wait.record(e.waitMs / 1000, a);
-        count(tallies.acquisitions, a, 1);
-        span(e, e.outcome);
-        return;
-      }
-      case "released":
-      case "lost": {
-        if (e.type === "released" && !e.final) return;
-        const k = of(e.kind);
-        count(tallies.held, named(k.base, e.name), -1);
-        const end = k.end[e.type] ??= { [KIND]: e.kind, [END]: e.type };
-        i.hold.record(e.heldMs / 1000, named(end, e.name));
-        if (e.type === "lost") {
-          count(tallies.lost, named(k.reason[e.reason] ??= { [KIND]: e.kind, [LOSS_REASON]: e.reason }, e.name), 1);
-        }
-        return;
-      }
-      case "renewal-failed": {
-        const k = of(e.kind);
-        let type = errorType(e.error);
-        let a = k.errors.get(type);
-        if (a === undefined) {
-          // A new type: counted under its own name while there are few, then as _OTHER (bounded cardinality).
-          if (errorTypes >= MAX_ERROR_TYPES) type = "_OTHER";
-          else errorTypes++;
-          a = k.errors.get(type);
-          if (a === undefined) k.errors.set(type, a = { [KIND]: e.kind, [ERROR_TYPE]: type });
-        }
-        count(tallies.renewalFailures, named(a, e.name), 1);
-        return;
-      }
-      case "resumed":
-        count(tallies.held, named(of(e.kind).base, e.name), 1);
-        return;
-      case "passed-on":
-        count(tallies.passedOn, named(of(e.kind).base, e.name), 1);
-        return;
-    }
-  };
+  // Wall-clock times on both ends (the span's duration is the wait): `performance.timeOrigin + startedAt` would
+  // drift from Date.now(), which the SDK stamps its own spans with, by however much the system clock moved since
+  // the process started, and could place the span outside its parent.
+  const started = tracer.startSpan(
+    SPAN,
+    { kind: SpanKind.INTERNAL, startTime: now - event.waitMs, attributes },
+    context.active(),
+  );
+  if (event.type === "acquire-failed") {
+    const err = event.error;
+    started.recordException(
+      err !== null && typeof err === "object" ? err as Error : String(err),
+      now,
+    );
+    started.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+  }
+  started.end(now);
 }

@@ -37,9 +37,9 @@ export async function proclaim(lease: Lease, value: string, options?: CallOption
   if (lease.releasing || lease.endedWith !== undefined || !hold.active) return false;
   const now = performance.now();
   const bound = { until: heldCallUntil(now, hold.deadline, timeoutMs), name: hold.name };
-  const st = hold.target;
-  if (!(st instanceof ClientState)) fail(op, "lease", "must be on one Redis (not a Redlock group)", lease);
-  const ok = await proclaimCall(st, hold.keys, { owner: hold.owner, term: hold.fenceText, value }, bound);
+  const client = hold.target;
+  if (!(client instanceof ClientState)) fail(op, "lease", "must be on one Redis (not a Redlock group)", lease);
+  const ok = await proclaimCall(client, hold.keys, { owner: hold.owner, term: hold.fenceText, value }, bound);
   if (!ok && hold.active) hold.lose("not-held");
   return ok;
 }

@@ -60,10 +60,11 @@ const drivers = new WeakMap<object, Driver>();
  * ```
  */
 export function bunRedis(client: BunRedisClient): Driver {
-  const c = client as unknown as Record<string, unknown>;
+  const fields = client as unknown as Record<string, unknown>;
   if (
-    typeof client !== "object" || client === null || typeof c.send !== "function" ||
-    typeof c.duplicate !== "function" || typeof c.subscribe !== "function" || typeof c.sendCommand === "function"
+    typeof client !== "object" || client === null || typeof fields.send !== "function" ||
+    typeof fields.duplicate !== "function" || typeof fields.subscribe !== "function" ||
+    typeof fields.sendCommand === "function"
   ) {
     throw new TypeError("Cannot wrap client as 'client' must be a Bun RedisClient: current value is not one");
   }

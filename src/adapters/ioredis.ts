@@ -90,9 +90,9 @@ export interface IORedisCluster {
 
 const drivers = new WeakMap<object, Driver>();
 
-function has(c: unknown, ...names: string[]): boolean {
-  return typeof c === "object" && c !== null &&
-    names.every((n) => typeof (c as Record<string, unknown>)[n] === "function");
+function has(value: unknown, ...names: string[]): boolean {
+  return typeof value === "object" && value !== null &&
+    names.every((name) => typeof (value as Record<string, unknown>)[name] === "function");
 }
 
 /**
@@ -144,13 +144,14 @@ export function ioredis(client: IORedisClient | IORedisCluster): Driver {
   return driver;
 }
 
-function keyPrefixOf(c: { readonly options?: { readonly keyPrefix?: unknown } }): string {
-  const p = c.options?.keyPrefix;
-  return typeof p === "string" ? p : "";
+function keyPrefixOf(client: { readonly options?: { readonly keyPrefix?: unknown } }): string {
+  const prefix = client.options?.keyPrefix;
+  return typeof prefix === "string" ? prefix : "";
 }
 
 const evalArgs = (keys: readonly string[], args: readonly string[]) => [...keys, ...args];
 
+// Long: one closure per driver method over the same client and subscriber connection; each method is short.
 function standaloneDriver(client: IORedisClient): Driver {
   const prefix = keyPrefixOf(client);
   const channels: Channels = new Map();
@@ -207,6 +208,22 @@ function standaloneDriver(client: IORedisClient): Driver {
   };
 }
 
+/**
+ * A Driver's `command` on a cluster. WAIT counts the replicas that acknowledged the writes of *this connection*: it
+ * goes to the connection of the master that serves the key's slot, the one EVALSHA used.
+ */
+function masterCommand(cluster: IORedisCluster, prefix: string): NonNullable<Driver["command"]> {
+  return (key, [cmd, ...rest]) => {
+    const nodeKey = cluster.slots[slotOf(prefix + key)]?.[0];
+    const master = nodeKey === undefined ? undefined : cluster.nodes("master").find((node) => {
+      const address = node.options as { host?: string; port?: number };
+      return `${address.host}:${address.port}` === nodeKey;
+    });
+    if (!master) return Promise.reject(new Error(`No master known for the slot of '${key}' (cluster not ready?)`));
+    return master.call(cmd, ...rest);
+  };
+}
+
 function clusterDriver(cluster: IORedisCluster): Driver {
   const prefix = keyPrefixOf(cluster);
   const driver: Driver = {
@@ -230,17 +247,7 @@ function clusterDriver(cluster: IORedisCluster): Driver {
     // replaced yet) and after a closed connection, up to `maxRedirections` times in all, then fails with this error.
     // What ioredis takes to be safe to send again, redlease sends again too, while its caller waits.
     unsent: (e) => (e as Error)?.message?.startsWith("Too many Cluster redirections."),
-    // WAIT counts the replicas that acknowledged the writes of *this connection*: send it to the connection of
-    // the master that serves the key's slot, the one EVALSHA used.
-    command: (key, [cmd, ...rest]) => {
-      const nodeKey = cluster.slots[slotOf(prefix + key)]?.[0];
-      const master = nodeKey === undefined ? undefined : cluster.nodes("master").find((n) => {
-        const o = n.options as { host?: string; port?: number };
-        return `${o.host}:${o.port}` === nodeKey;
-      });
-      if (!master) return Promise.reject(new Error(`No master known for the slot of '${key}' (cluster not ready?)`));
-      return master.call(cmd, ...rest);
-    },
+    command: masterCommand(cluster, prefix),
   };
   // Without shardedSubscribers, ioredis sends SSUBSCRIBE to one arbitrary node, which answers MOVED for slots it
   // does not serve: waiters poll instead (the core does that when `subscribe` is missing).
