@@ -10,7 +10,8 @@
  * each runtime running `--jobs` files at once (every file starts its own throwaway servers on free ports and shares
  * nothing with another file). Each lane's output is printed whole when it ends, one lane after another.
  *
- * Files named `*.alone.test.ts` (real-time bounds of a few ms) run after that, alone, one runtime after another.
+ * Files named `*.alone.*` (real-time bounds of a few ms, the chaos subset's throughput floors) run after that, alone,
+ * one runtime after another.
  *
  * `--quick` (`npm run test:quick`): the behavioural files on Node only, no checks, no Node-only files (the chaos
  * subset, the package, the demo, the topologies too slow to run three times): an answer in under two minutes.
@@ -37,13 +38,14 @@ if (!Number.isInteger(jobs) || jobs < 1) {
   throw new TypeError(`--jobs must be a positive integer: current value is ${jobs}`);
 }
 
-// `*.test.ts` runs on every runtime; `*.node.test.ts` (topologies too slow to run three times) on Node only;
-// `*.alone.test.ts` (tests whose subject is real time: bounds of a few ms around a busy event loop) on every runtime,
-// one runtime after another once every other file has run, with nothing else running.
+// `*.test.ts` runs on every runtime; `*.node.*` (topologies too slow to run three times) on Node only; `*.alone.*`
+// (real-time bounds of a few ms around a busy event loop, or a throughput floor of worker processes: the chaos subset)
+// once every other file has run, with nothing else running, one runtime and one file after another.
 const allFiles = readdirSync(join(root, "tests")).filter((f) => f.endsWith(".test.ts")).sort().map((f) => `tests/${f}`);
-const aloneFiles = allFiles.filter((f) => f.endsWith(".alone.test.ts"));
-const nodeFiles = allFiles.filter((f) => !aloneFiles.includes(f));
-const testFiles = nodeFiles.filter((f) => !f.endsWith(".node.test.ts"));
+const alone = (f: string) => f.includes(".alone.");
+const nodeOnly = (f: string) => f.includes(".node.");
+const nodeFiles = allFiles.filter((f) => !alone(f));
+const testFiles = nodeFiles.filter((f) => !nodeOnly(f));
 // The JSR entry points (deno.json "exports"), each doc-linted as users of that entry see it.
 const jsrEntries: string[] = Object.values(JSON.parse(readFileSync(join(root, "deno.json"), "utf8")).exports);
 
@@ -209,7 +211,9 @@ for (const name of only) {
 await Promise.all(lanes);
 // Then the files about real time, alone: one runtime at a time, one file at a time.
 for (const name of only) {
-  await lane(`${name} (alone)`, () => runSuite(name, aloneFiles, 1, " (alone)"));
+  // (The quick loop leaves the Node-only ones out here too.)
+  const files = allFiles.filter((f) => alone(f) && (!nodeOnly(f) || (name === "node" && !quick)));
+  await lane(`${name} (alone)`, () => runSuite(name, files, 1, " (alone)"));
 }
 clearInterval(heartbeat);
 
