@@ -15,6 +15,7 @@ import {
   attemptId,
   eventKind,
   holdId,
+  isExclusive,
   keysOf,
   newOwner,
   ownerFor,
@@ -27,7 +28,7 @@ import { LockTimeoutError, RedisTimeoutError } from "./errors.ts";
 /** acquire(client, names, opts) after validation: `opts.name` is the first name; `names` are distinct. */
 export async function acquireNames(client: RedisLike, names: readonly string[], opts: Resolved): Promise<LeaseGroup> {
   const call = new NamesCall(client, names, opts);
-  if (opts.kind === "x" && names.length > 1 && call.state.publish === "PUBLISH" && opts.replicas === 0) {
+  if (isExclusive(opts.kind) && names.length > 1 && call.state.publish === "PUBLISH" && opts.replicas === 0) {
     // One server: try all at once.
     const group = await acquireAtOnce(call);
     if (group) return group;

@@ -61,6 +61,11 @@ export function kindName(kind: Kind, permit: "permit" | "permits" = "permit"): L
   return kind === "x" ? "exclusive" : kind === "s" ? "shared" : permit;
 }
 
+/** Whether a kind is exclusive ("x"): neither shared nor permits. */
+export function isExclusive(kind: Kind): boolean {
+  return kind === "x";
+}
+
 /** The number of permits of a permit kind ("p<n>"), else undefined. */
 export function permitsOf(kind: Kind): number | undefined {
   return kind.charCodeAt(0) === 112 /* p */ ? Number(kind.slice(1)) : undefined;

@@ -1,7 +1,7 @@
 import { acquireResolved, ownerOf } from "./_acquire.ts";
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { releaseHandle } from "./_hold.ts";
-import { keysOf, proclaimCall } from "./_protocol.ts";
+import { isExclusive, keysOf, proclaimCall } from "./_protocol.ts";
 import { checkValue, fail, resolveAcquire } from "./_validate.ts";
 import { LockTimeoutError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
@@ -58,7 +58,7 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
   const { value, ...rest } = options ?? {};
   if (value !== undefined) checkValue(op, value);
   let opts = resolveAcquire(op, name, { waitMs: Infinity, ...rest }, ownerOf);
-  if (opts.kind !== "x") fail(op, "options", "cannot ask for a shared lease or permits", options);
+  if (!isExclusive(opts.kind)) fail(op, "options", "cannot ask for a shared lease or permits", options);
   opts = { ...opts, leader: true };
   const state = stateOf(client);
   const keys = keysOf(opts.prefix, name);
