@@ -87,7 +87,7 @@ describe("fencing tokens", () => {
     for (const name of names) await release(await acquire(a, name));
     const held = await acquire(a, fresh());
     const waiter = acquire(b, held.name, { waitMs: 5_000 });
-    // Its queue entry is among the keys checked (a fixed 30 ms did not always see it queued).
+    // Its queue entry is among the keys checked (after a fixed 30 ms it could still be missing).
     await waitUntil(
       "the waiter is queued",
       10_000,
