@@ -285,14 +285,15 @@ describe("stale writes at the resource (chaos/_resource.ts; Redis and PostgreSQL
   // through fencedSqlTransaction (a throwaway server), and the same two as plain writes, on their own keys and
   // tables: the check-off self-check, in the same run to keep this short. Worker 0 of 2 is SIGSTOPped 1.5 s
   // (300 ms watchdog lease; 300 ms claim window: the other worker takes over and writes ~350 ms in, leaving over
-  // 1 s of margin on a loaded machine) inside a section, then makes its four writes with its old fence.
+  // 1 s of margin on a loaded machine) inside a section, then makes its four writes with its old fence. The run
+  // lasts 3.5 s: in 2 s a machine busy with other suites fit only 13 of the 15 sections the checks need.
   let run: Promise<ScenarioRun>;
   before(() => {
     run = runScenario({
       name: "resource-both-sigstop",
       fault: "SIGSTOP 1500 ms, then the late writes",
       workers: ["node", "node"],
-      durationMs: 2_000,
+      durationMs: 3_500,
       watchdogMs: 300,
       claimMs: 300,
       victims: [{ worker: 0, fault: { kind: "pause", atMs: 300, sleepMs: 100 }, stopMs: 1_500 }],

@@ -25,6 +25,7 @@ import {
   sleep,
   startRedis,
 } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
@@ -496,6 +497,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       }
 
       // An inner --fixed run renews the enclosing hold like the outer one: a command longer than its --lease runs on.
+      // (A 1 s lease, the command twice that: with 300 ms, renewals of a loaded machine missed the deadline.)
       const work = mkdtempSync(join(dir, "nested-"));
       const fixed = await cli([
         "run",
@@ -511,9 +513,9 @@ describe(`redlease CLI (${runtimeName()})`, () => {
           name,
           "--fixed",
           "--lease",
-          "300ms",
+          "1s",
           "--",
-          ...child("critical", work, "900"),
+          ...child("critical", work, "2000"),
         ),
       ]);
       assert.equal(fixed.code, 0, fixed.stderr);
@@ -807,7 +809,9 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       const name = unique("delay");
       const gone = await acquire(admin, name, { leaseMs: 100, lockDelayMs: 60_000, label: "vanished" });
       while (!gone.signal.aborted) await sleep(10);
-      await sleep(30);
+      await waitUntil("Redis expired the hold into its lock delay", 10_000, async () => {
+        return !(await inspect(admin, name)).held || "still held";
+      });
       const [table, json] = await Promise.all([cli(["inspect", name]), cli(["inspect", name, "--json"])]);
       assert.equal(table.code, 0, table.stderr);
       const rows = table.stdout.trim().split("\n");

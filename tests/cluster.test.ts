@@ -14,9 +14,17 @@ import {
 } from "../mod.ts";
 import { type ClusterClient, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
 import { holdsOf } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 let n = 0;
 const fresh = () => `cluster-${++n}-${Math.random().toString(36).slice(2)}`;
+
+/** Until `k` waiters are in `name`'s queue in Redis: a fixed sleep was not always enough on a loaded machine. */
+const queued = (client: ClusterClient, name: string, k = 1) =>
+  waitUntil(`${k} waiter(s) queued for ${name}`, 10_000, async () => {
+    const w = (await inspect(client, name)).waiters;
+    return w === k || `${w} queued`;
+  }, 20);
 
 describe("Redis Cluster (3 masters + 3 replicas)", () => {
   let c: StartedCluster;
@@ -32,12 +40,12 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
   });
 
   test("leases on names spread over every master: contention, release, and a name with '}'", async () => {
-    const names = Array.from({ length: 12 }, fresh).concat(["}edge", "a}b{c"]);
-    const owners = new Set(
-      names.map((name) =>
-        c.ownerOf(c.slotOf(`redlease:{${name.replace(/[%}]/g, (ch) => ch === "%" ? "%25" : "%7D")}}`)).port
-      ),
-    );
+    const ownerOf = (name: string) =>
+      c.ownerOf(c.slotOf(`redlease:{${name.replace(/[%}]/g, (ch) => ch === "%" ? "%25" : "%7D")}}`)).port;
+    // 12 random names now and then miss one of the three masters (seen in a load run): drawn on until they cover all.
+    const names = ["}edge", "a}b{c"];
+    while ((names.length < 14 || new Set(names.map(ownerOf)).size < 3) && names.length < 200) names.push(fresh());
+    const owners = new Set(names.map(ownerOf));
     assert.equal(owners.size, 3, "the names cover all three masters");
     const leases = await Promise.all(names.map((name) => acquire(a, name)));
     for (const name of names) await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
@@ -77,7 +85,7 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     const rw = fresh();
     const readers = [await acquire(a, rw, { shared: true }), await acquire(b, rw, { shared: true })];
     const writer = acquire(b, rw, { waitMs: 5_000 });
-    await sleep(100);
+    await queued(a, rw);
     await release(readers[0]);
     let t0 = performance.now();
     await release(readers[1]);
@@ -89,7 +97,7 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     const p1 = await acquire(a, pn, { permits: 1 });
     await assert.rejects(acquire(b, pn, { permits: 2, waitMs: 0 }), LeaseKindError);
     const p2 = acquire(b, pn, { permits: 1, waitMs: 5_000 });
-    await sleep(100);
+    await queued(a, pn);
     t0 = performance.now();
     await release(p1);
     await release(await p2);
@@ -121,7 +129,7 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     const next = await second;
     assert.ok(next.fence > first.fence);
     assert.equal(await proclaim(next, "two"), true);
-    const deadline = performance.now() + 2_000;
+    const deadline = performance.now() + 10_000;
     while (!seen.includes(next.owner) && performance.now() < deadline) await sleep(20);
     assert.ok(seen.includes(first.owner) && seen.includes(next.owner), JSON.stringify(seen));
     await release(next);
@@ -157,14 +165,14 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
       const held = await acquire(v5, name);
       await assert.rejects(acquire(a, name, { waitMs: 0 }), LockTimeoutError);
       const waiting = acquire(a, name, { waitMs: 10_000 });
-      await sleep(100);
+      await queued(b, name);
       const t0 = performance.now();
       assert.equal(await release(held), true);
       const next = await waiting;
       assert.ok(performance.now() - t0 < 300);
       assert.ok(next.fence > held.fence);
       const again = acquire(v5, name, { waitMs: 10_000 });
-      await sleep(100);
+      await queued(a, name);
       await release(next);
       await release(await again);
       assert.equal((await inspect(v5, name)).held, false);
@@ -181,7 +189,7 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     const holder = await acquire(a, name, { watchdogMs: 900 }); // renewed every 300 ms
     let holderReleasedAt = 0;
     const waited: Promise<Lease> = acquire(b, name, { waitMs: 20_000 });
-    await sleep(100);
+    await queued(a, name);
     const moved = await c.migrateSlot(slot, to.port, { pauseMs: 700 }); // renewals run inside the ASK window
     assert.equal(moved.keys > 0, true, "the lease's keys moved");
     assert.equal(c.ownerOf(slot).port, to.port);
@@ -210,7 +218,7 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     const competitor = await c.cluster();
     const holder = await acquire(a, name, { watchdogMs: 900 });
     const waiting = acquire(b, name, { waitMs: 10_000 });
-    await sleep(100);
+    await queued(a, name);
     await c.migrateSlot(slot, to.port); // Redis drops the sharded subscriptions of the slot on the old master
     const movedAt = performance.now();
     await release(holder);

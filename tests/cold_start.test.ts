@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import { acquire, type Driver, extend, inspect, release } from "../mod.ts";
 import { upstash } from "../src/adapters/http.ts";
 import { type HttpBridge, startHttpBridge } from "../harness/http_bridge.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let srv: RedisServer;
 let admin: Client;
@@ -110,7 +110,7 @@ describe("cold start: the first lease of a fresh client", () => {
     assert.equal(s.eval, 1, "only the acquire script was sent in full");
     assert.equal(s["script|load"], undefined, "no script is loaded up front");
     // The eviction check goes out after the first script call, never before the lease.
-    for (let i = 0; i < 100 && !t.commands.includes("info"); i++) await sleep(20);
+    for (let i = 0; i < 500 && !t.commands.includes("info"); i++) await sleep(20);
     assert.deepEqual(t.commands.filter((c) => c === "info"), ["info"], t.commands.join(", "));
     assert.equal(await release(lease), true);
     assert.equal((await stats()).eval, 2, "the release script, sent in full on its first use");
@@ -175,6 +175,7 @@ describe("cold start: the first lease of a fresh client", () => {
     const aSending = new Promise<void>((r) => (evalOfA = r));
     const commandsOfB: string[] = [];
     let hung = false;
+    let bAnswered = false; // B's first EVALSHA has its (NOSCRIPT) reply
     const driver = upstash({
       url: bridge.url,
       token: bridge.token,
@@ -192,7 +193,10 @@ describe("cold start: the first lease of a fresh client", () => {
         }
         const res = await fetch(input, init);
         // B's first NOSCRIPT arrives only once A has started sending the text: B waits for A's send.
-        if (key.includes(nameB) && commandsOfB.length === 1) await aSending;
+        if (key.includes(nameB) && commandsOfB.length === 1) {
+          await aSending;
+          bAnswered = true;
+        }
         return res;
       },
     });
@@ -200,7 +204,8 @@ describe("cold start: the first lease of a fresh client", () => {
     const a = acquire(driver, nameA, { waitMs: 60_000, signal: ac.signal });
     const b = acquire(driver, nameB, { waitMs: 60_000 });
     await aSending;
-    await sleep(100); // B is waiting for A's send now
+    await until("B's first EVALSHA answered", () => bAnswered);
+    await sleep(100); // B, answered NOSCRIPT, is waiting for A's send now: it does not send the text meanwhile
     assert.deepEqual(commandsOfB, ["EVALSHA"], "B did not send the text while A's send was under way");
     ac.abort(new Error("A gave up"));
     await assert.rejects(a, /A gave up/);

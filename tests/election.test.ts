@@ -6,6 +6,7 @@ import { after, before, describe, test } from "node:test";
 import {
   acquire,
   campaign,
+  inspect,
   type LeaderState,
   LeaseLostError,
   LockTimeoutError,
@@ -20,6 +21,14 @@ import type { Driver } from "../src/driver.ts";
 import { forceUnlock } from "../mod.ts";
 import { startHttpBridge } from "../harness/http_bridge.ts";
 import { type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
+
+/** Until the candidate's entry is in `name`'s queue in Redis (a fixed sleep assumed an idle machine). */
+const queued = (client: Client, name: string) =>
+  waitUntil(`a candidate queued for ${name}`, 10_000, async () => {
+    const w = (await inspect(client, name)).waiters;
+    return w === 1 || `${w} queued`;
+  }, 20);
 
 let srv: RedisServer;
 let a: Client;
@@ -68,7 +77,7 @@ describe("leader election", () => {
     const name = fresh();
     const first = await campaign(a, name);
     const second = campaign(b, name);
-    await sleep(150);
+    await queued(a, name);
     assert.equal(first.signal.aborted, false);
     await release(first); // resign
     const next = await second;
@@ -87,7 +96,7 @@ describe("leader election", () => {
     assert.equal(await proclaim(leader, "v2"), true);
     await w.until((s) => s.value === "v2");
     const candidate = campaign(b, name);
-    await sleep(100);
+    await queued(a, name);
     const t0 = performance.now();
     await release(leader);
     const next = await candidate;
@@ -212,9 +221,10 @@ describe("leader election: edge cases", () => {
     const first = it.next();
     stop.abort();
     assert.equal((await first).done, true);
-    await sleep(100);
-    const [, count] = await a.sendCommand(["PUBSUB", "NUMSUB", `redlease:{${name}}:o`]) as [string, number];
-    assert.equal(Number(count), 0);
+    await waitUntil("the aborted observer's subscription is gone", 10_000, async () => {
+      const [, count] = await a.sendCommand(["PUBSUB", "NUMSUB", `redlease:{${name}}:o`]) as [string, number];
+      return Number(count) === 0 || `${count} subscribed`;
+    }, 20);
   });
 
   test("a resignation is announced before release() resolves: a client that disconnects at once still tells observers", async () => {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, forceUnlock, inspect, release } from "../mod.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -86,7 +87,12 @@ describe("fencing tokens", () => {
     for (const name of names) await release(await acquire(a, name));
     const held = await acquire(a, fresh());
     const waiter = acquire(b, held.name, { waitMs: 5_000 });
-    await sleep(30);
+    // Its queue entry is among the keys checked (after a fixed 30 ms it could still be missing).
+    await waitUntil(
+      "the waiter is queued",
+      10_000,
+      async () => (await inspect(a, held.name)).waiters === 1 || "not yet",
+    );
     const keys = await a.keys("redlease:*");
     assert.ok(keys.length >= 21);
     for (const key of keys) assert.ok((await a.pTTL(key)) > 0, `${key} has a TTL`);

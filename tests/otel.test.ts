@@ -33,6 +33,7 @@ import {
   acquire,
   campaign,
   configure,
+  inspect,
   type Lease,
   type LeaseEventHandler,
   LockTimeoutError,
@@ -43,6 +44,7 @@ import { otel, type OtelOptions } from "../src/otel.ts";
 import { createClient } from "redis";
 import { startProxy } from "../chaos/_proxy.ts";
 import { type Client, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -298,10 +300,17 @@ describe("redlease/otel", () => {
       let waiterSpan!: Span;
       const waiting = inCaller(s, (span) => {
         waiterSpan = span;
-        return acquire(b, name, { waitMs: 10_000 });
+        // A claim window the busiest run meets: the handoff is to come by the release's message.
+        return acquire(b, name, { waitMs: 10_000, claimMs: 5_000 });
       });
       await until("b queued", () => queued.has(name));
-      await sleep(40);
+      // The `queued` event comes before the entry is in Redis: wait for the entry, or the release may free it.
+      await waitUntil(
+        "b's entry in the queue",
+        10_000,
+        async () => (await inspect(a, name)).waiters === 1 || "not yet",
+      );
+      await sleep(40); // a wait of at least 40 ms, which the span and the metric record
       await release(again);
       assert.equal(sum(await s.collect(), HELD), 1, "a non-final release leaves it held");
       await release(first);
@@ -451,6 +460,11 @@ describe("redlease/otel", () => {
     await b.zAdd(`redlease:{${other}}:q`, { score: 1, value: `${cid}|ghostattempt|30000|200|x|ghost-owner` });
     const waiting = acquire(a, other, { waitMs: 10_000, claimMs: 300 });
     await until("a queued", () => queued.has(other));
+    await waitUntil(
+      "a's entry behind the ghost's",
+      10_000,
+      async () => (await inspect(b, other)).waiters === 2 || "not yet",
+    );
     await release(holder);
     await release(await waiting);
     await ghost.unsubscribe();

@@ -15,7 +15,7 @@ import {
   type WaiterMessage,
 } from "../src/_protocol.ts";
 import { inspect } from "../mod.ts";
-import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let srv: RedisServer;
 let admin: Client;
@@ -112,7 +112,7 @@ describe("the lease protocol", () => {
     assert.ok(q2.queuedAt! >= q1.queuedAt!);
     messages.length = 0;
     assert.equal(await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence }), "handed-over");
-    await sleep(50);
+    await until("w1's grant message", () => messages.some((m) => m.attempt === w1));
     const grant = messages.find((m) => m.attempt === w1);
     assert.equal(grant?.kind, "grant");
     if (grant?.kind !== "grant") return;
@@ -150,7 +150,7 @@ describe("the lease protocol", () => {
     await acquireCall(st, keys, { kind: "x", owner: "w3", ms: 30_000, attempt: w3, entry: entryOf(w3, "w3") });
     messages.length = 0;
     await releaseCall(st, keys, { kind: "x", owner: "w2", fence: late.fence });
-    await sleep(50);
+    await until("w3's grant message", () => messages.some((m) => m.attempt === w3));
     const g3 = messages.find((m) => m.attempt === w3) as { fence: number };
     assert.equal(await extendCall(st, keys, { kind: "x", owner: "w3", ms: 30_000, fence: g3.fence }), true, "claimed");
     await sleep(250);
@@ -189,7 +189,7 @@ describe("the lease protocol", () => {
     messages.length = 0;
     const newcomer = await acquireCall(st, keys, { kind: "x", owner: "new", ms: 30_000, attempt: attemptId() });
     assert.equal(newcomer.fence, undefined, "the newcomer waits");
-    await sleep(50);
+    await until("w1's grant message", () => messages.some((m) => m.attempt === w1));
     assert.equal(messages.find((m) => m.attempt === w1)?.kind, "grant", "the head of the queue was handed it");
     assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "w1", holds: 1 }]);
   });

@@ -250,7 +250,7 @@ else {
       await fired;
       assert.equal(await within(client.ping(), 5_000), "PONG");
       const raw = await rawSocket(proxy.port);
-      await sleep(100);
+      await waitFor(() => proxy.connections().length >= 2); // the proxy has taken it, beside the client's
       const rawClosed = closed(raw);
       proxy.reset({ kind: "all" });
       assert.equal(await within(rawClosed, 5_000), true, "an RST, not a FIN");

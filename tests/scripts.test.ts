@@ -5,7 +5,7 @@ import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { giveBack } from "../src/_acquire.ts";
 import { stateOf } from "../src/_client.ts";
 import { keysOf } from "../src/_protocol.ts";
-import { abortedWithin, type Client, noCommands, type RedisServer, startRedis } from "./_redis.ts";
+import { abortedWithin, type Client, noCommands, type RedisServer, startRedis, until } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -145,6 +145,8 @@ describe("eviction policy warning", () => {
       await release(await acquire(c, "evict-2"));
       const d = await safe.client();
       await release(await acquire(d, "safe-1"));
+      // The check runs after the first script call: wait for the warning, then a moment for any second one.
+      await until("the eviction warning", () => warnings.length >= 1);
       await new Promise((r) => setTimeout(r, 50));
     } finally {
       console.warn = original;
@@ -168,6 +170,7 @@ describe("eviction policy warning", () => {
       const quiet = await evicting.client();
       configure(quiet, { logger: null });
       await release(await acquire(quiet, "evict-quiet"));
+      await until("the eviction warning", () => logged.length >= 1);
       await new Promise((r) => setTimeout(r, 50));
       assert.equal(logged.length, 1, JSON.stringify(logged));
       assert.match(logged[0][0], /maxmemory-policy allkeys-lru/);
@@ -186,6 +189,7 @@ describe("eviction policy warning", () => {
     configure(driver, { logger: { warn: (m) => void warned.push(m) } });
     await giveBack(stateOf(driver), keysOf("redlease", "gb"), { kind: "x", owner: "me" }, 300, "gb");
     await new Promise((r) => setTimeout(r, 700)); // its retries, until the lease would have lapsed anyway
+    await until("the give-back's warning", () => warned.length >= 1); // (later on a loaded machine)
     assert.equal(warned.length, 1, warned.join("\n"));
     assert.match(warned[0], /lease 'gb' was not surely given back \(Error: LOADING/);
     // A logger that throws: the give-back settles, and nothing is left unhandled (the test runner would fail on it).
