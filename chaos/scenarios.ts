@@ -415,7 +415,7 @@ export function kindScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[]
 }
 
 /**
- * The checker's self-test (`npm run chaos -- --self-test`, and tests/chaos.node.test.ts): the workers skip the
+ * The checker's self-test (`npm run chaos -- --self-test`, and tests/chaos.node.alone.test.ts): the workers skip the
  * lock altogether, so their sections really overlap on the resource server and the analysis must report live
  * overlaps and lost updates, i.e. fail. A checker that passes this run cannot see a mutual-exclusion violation.
  */

@@ -1,9 +1,10 @@
 // The CI subset of `npm run chaos` (chaos/run.ts): 3 Node worker processes contend for one lease name for a few
 // seconds under one fault each, doing a non-atomic read–sleep–write of a counter and a fenced write on a separate
 // redis-server inside the critical section; then three of the network fault scenarios with one worker per runtime
-// (plus a second Node worker that is never faulted). This file runs on Node only (`*.node.test.ts`), its workers
-// on whichever runtime a scenario names; the full run (`npm run chaos`) covers every scenario with two workers per
-// runtime. Overlaps are decided on the resource server's clock; the wall-clock overlap count (one clock per worker
+// (plus a second Node worker that is never faulted). This file runs on Node only (`*.node.*`), its workers
+// on whichever runtime a scenario names, and alone (`*.alone.*`: its runs assert a floor of acquisitions that worker
+// processes reach on a machine not busy with the rest of the suite); the full run (`npm run chaos`) covers every
+// scenario with two workers per runtime. Overlaps are decided on the resource server's clock; the wall-clock overlap count (one clock per worker
 // process) is a diagnostic and is not asserted on. The checker itself is tested last: with the lock disabled it
 // must report the overlaps and lost updates that then really happen, and synthetic timelines must be reported as
 // a holder unaware at re-grant, an idle lease, and leftovers on the lock server.
