@@ -41,7 +41,7 @@ describe("ordering: no outcome depends on two commands running in the order sent
       await acquire(holder, name, { leaseMs: 1_000, waitMs: 0 });
       const t0 = performance.now();
       const waiting = acquire(waiter, name, { leaseMs: 250, waitMs: 10_000, owner });
-      await sleep(100);
+      await pollFor("the waiter queued", async () => (await inspect(other, name)).waiters === 1 || undefined, 10_000);
       await onlyAcquireCached();
       // Writes (scripts too) wait from ~700 to ~1300 ms: the waiter's re-check at ~1000 ms is granted at ~1300 ms,
       // later than its 250 ms lease allows, so it undoes that grant (release.lua: NOSCRIPT, re-sent as EVAL) and
@@ -202,7 +202,8 @@ describe("ordering: Redlock", () => {
     await plain.sendCommand(["FLUSHALL"]); // master 0 restarted empty
     // Granted on master 0 alone, then undone there: master 0 keeps the contender's (newer) fence.
     await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError);
-    await sleep(900); // the holder's renewals (every 300 ms)
+    // The holder's renewals (every 300 ms): one puts it back.
+    await pollFor("a renewal on master 0", async () => (await inspect(plain, name)).held || undefined, 10_000);
     assert.equal((await inspect(plain, name)).held, true, "the holder's renewal put it back on master 0");
     await (await masters[1].client()).sendCommand(["FLUSHALL"]); // then master 1 restarted empty
     await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError, "nobody else gets it");
