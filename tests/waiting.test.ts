@@ -164,12 +164,25 @@ describe("waiting for a held lease", () => {
     // Two clients take turns on one name, each releasing and at once asking again. A claim window the busiest
     // machine meets: each grant is taken from the release's message, neither re-checked on a heartbeat nor claimed
     // by a call of its own because the hold ran past half the window.
+    // Each holds until the other is queued (read with ZCARD, not a script call), or done: a release whose grant
+    // message was read before the reply that queued its waiter costs that waiter a re-check (a race a busy machine
+    // makes common, which the count is not about).
+    let running = 0;
+    const queue = `redlease:{${name}}:q`;
     const loop = async (client: Client, turns: number) => {
+      running++;
       for (let i = 0; i < turns; i++) {
         const l = await acquire(client, name, { waitMs: 10_000, claimMs: 5_000 });
         await sleep(2);
+        await waitUntil(
+          "the other queued",
+          10_000,
+          async () => running < 2 || await c.zCard(queue) > 0 || "not yet",
+          1,
+        );
         await release(l);
       }
+      running--;
     };
     const first = await acquire(a, name);
     const warm = [loop(a, 1), loop(b, 1)];
@@ -265,9 +278,13 @@ describe("waiting for a held lease", () => {
     const name = fresh();
     const holder = await acquire(a, name);
     const real = nodeRedis(b);
+    let calls = 0; // this client's script calls not answered yet
     const slow: Driver = {
       ...real,
-      evalScript: (sha, keys, args) => sleep(200).then(() => real.evalScript(sha, keys, args)),
+      evalScript: (sha, keys, args) => {
+        calls++;
+        return sleep(200).then(() => real.evalScript(sha, keys, args)).finally(() => calls--);
+      },
     };
     const ctl = new AbortController();
     const reason = new Error("stop waiting");
@@ -276,8 +293,12 @@ describe("waiting for a held lease", () => {
     await assert.rejects(acquire(slow, name, { waitMs: Infinity, signal: ctl.signal }), (e) => e === reason);
     const took = performance.now() - t0;
     assert.ok(took < 1_500, `rejected after ${took} ms`);
-    // The abort settles at once; the undo of the in-flight queueing call lands when this (slow) client sends it.
-    for (let i = 0; i < 30 && (await inspect(c, name)).waiters > 0; i++) await sleep(50);
+    // The abort settles at once; the undo of the in-flight queueing call lands when this (slow) client sends it: wait
+    // until every call it made is answered (the queueing call too, which a busy machine may not have sent yet).
+    await waitUntil("the queueing call and its undo answered", 10_000, async () => {
+      const queued = (await inspect(c, name)).waiters;
+      return (calls === 0 && queued === 0) || `${calls} calls in flight, ${queued} queued`;
+    }, 10);
     assert.equal((await inspect(c, name)).waiters, 0);
     await release(holder);
   });
