@@ -405,6 +405,7 @@ describe("the fault contract: review findings", () => {
     const bridge = await startHttpBridge(srv.url);
     let acquires = 0;
     let undos = 0;
+    let retriesAnswered = 0; // undos sent again whose reply came
     const fetching = async (url: string, init: RequestInit): Promise<Response> => {
       const cmd = JSON.parse(String(init.body)) as string[];
       if (cmd[0] === "EVALSHA" && cmd[1] === ACQUIRE.sha && cmd[3].includes("victim") && ++acquires === 1) {
@@ -416,6 +417,7 @@ describe("the fault contract: review findings", () => {
           await fetch(url, init); // the undo runs in Redis, but its response is lost: it is retried
           throw new TypeError("fetch failed (socket hang up)");
         }
+        return fetch(url, init).finally(() => retriesAnswered++);
       }
       return fetch(url, init);
     };
@@ -424,7 +426,7 @@ describe("the fault contract: review findings", () => {
       await release(await acquire(http, fresh(), { waitMs: 5_000 })); // scripts loaded
       const name = `victim-${fresh()}`;
       const lease = await acquire(http, name, { leaseMs: 1_000, waitMs: 5_000 });
-      await sleep(300); // the undo's retry has run
+      await until("the undo's retry ran", () => retriesAnswered > 0); // its reply was lost: it is retried
       assert.ok(undos >= 2, `the undo's reply was lost once and the undo sent again (${undos} sent)`);
       const other = await settled(acquire(admin, name, { waitMs: 0, leaseMs: 5_000 }));
       assert.ok(other.error instanceof LockTimeoutError, "the lease we were given is still ours");
