@@ -30,6 +30,14 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, limit]).finally(() => clearTimeout(timer));
 }
 
+/** Until `name`'s queue in Redis (read on `on`) holds `count` entries: an acquire queues a moment after it is called. */
+function queued(on: Client, name: string, count: number): Promise<void> {
+  return waitUntil(`${count} queued`, 10_000, async () => {
+    const now = (await inspect(on, name)).waiters;
+    return now === count || `${now} queued`;
+  }, 10);
+}
+
 async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
   const t0 = performance.now();
   try {
@@ -113,7 +121,7 @@ describe("the fault contract", () => {
       await acquire(h, name);
       const t0 = performance.now();
       const waiting = settled(within(acquire(w, name, { waitMs: 1_500 }), 10_000, "queued acquire"));
-      await sleep(300);
+      await queued(h, name, 1);
       process.kill(own.pid, "SIGKILL");
       const r = await waiting;
       assert.ok(r.error instanceof LockTimeoutError, `rejects with LockTimeoutError: ${r.error}`);
@@ -187,7 +195,7 @@ describe("the fault contract", () => {
     const holder = await acquire(admin, name);
     const { proxy, client } = await routed();
     const waiting = acquire(client, name, { waitMs: 20_000, claimMs: 300 });
-    await sleep(200); // queued and subscribed
+    await queued(admin, name, 1); // subscribed, then queued
     proxy.blackhole({ kind: "subscriber", direction: "down", hold: true });
     await release(holder); // handed to the waiter, whose subscriber is deaf: it must not strand the lease
     const lease = await within(waiting, 5_000, "the deaf waiter takes the lease by its own re-check");
@@ -207,7 +215,7 @@ describe("the fault contract", () => {
       const holder = await acquire(admin, name);
       const { proxy, client } = await routed();
       const waiting = acquire(client, name, { waitMs: 20_000, claimMs: 500 });
-      await sleep(200);
+      await queued(admin, name, 1);
       if (fault === "half-open") proxy.blackhole({ kind: "subscriber", direction: "both" });
       else proxy.reset({ kind: "subscriber" });
       await sleep(50);
@@ -227,9 +235,9 @@ describe("the fault contract", () => {
     const cut = await routed();
     const live = await srv.client();
     const doomed = settled(acquire(cut.client, name, { waitMs: 4_000, claimMs: 500 }));
-    await sleep(150);
+    await queued(admin, name, 1);
     const next = acquire(live, name, { waitMs: 20_000, claimMs: 500 });
-    await sleep(150);
+    await queued(admin, name, 2);
     // The grant message is the last thing the partitioned client would have heard.
     const partitioned = cut.proxy.partitionOn({ pattern: ":", kind: "subscriber", direction: "down" });
     cut.proxy.blackhole({ kind: "command", direction: "both" });
@@ -271,7 +279,12 @@ describe("the fault contract", () => {
     for (let i = 0; i < 8; i++) {
       // Every holder keeps its lease until its TTL frees it.
       leases.push(acquire(cs[i % 4], name, { leaseMs: 300, waitMs: 20_000 }).then((l) => (order.push(i), l)));
-      await sleep(30);
+      // Fix the queue order: waiter i is in the queue, or past it (granted). A grant leaves the queue before its
+      // acquire returns, so this count never runs ahead of the waiters that queued.
+      await waitUntil(`waiter ${i} queued`, 10_000, async () => {
+        const queued = (await inspect(admin, name)).waiters + order.length;
+        return queued > i || `${queued} queued`;
+      }, 10);
     }
     await within(Promise.all(leases), 15_000, "all eight");
     assert.deepEqual(order, [0, 1, 2, 3, 4, 5, 6, 7]);
@@ -351,7 +364,7 @@ describe("the fault contract: review findings", () => {
     const x = await acquire(admin, name, { owner: "someone-else" });
     const c = await srv.client();
     const a1p = acquire(c, name, { owner: "svc", leaseMs: 1_000, claimMs: 1_000 });
-    await sleep(100);
+    await queued(admin, name, 1);
     await release(x);
     const a1 = await a1p; // taken from the message: unclaimed
     const a2 = await acquire(c, name, { owner: "svc", leaseMs: 5_000, waitMs: 0 });
@@ -371,7 +384,7 @@ describe("the fault contract: review findings", () => {
     const other = await srv.client();
     const x = await acquire(admin, name, { owner: "someone-else" });
     const a1p = acquire(client, name, { owner: "svc", leaseMs: 5_000, claimMs: 2_000, waitMs: 10_000 });
-    await sleep(200);
+    await queued(admin, name, 1);
     proxy.delay({ ms: 150, kind: "subscriber", direction: "down" }); // the grant message is slow
     await release(x);
     const a2 = await acquire(client, name, { owner: "svc", leaseMs: 5_000, waitMs: 0 }); // re-enters first
@@ -392,6 +405,7 @@ describe("the fault contract: review findings", () => {
     const bridge = await startHttpBridge(srv.url);
     let acquires = 0;
     let undos = 0;
+    let retriesAnswered = 0; // undos sent again whose reply came
     const fetching = async (url: string, init: RequestInit): Promise<Response> => {
       const cmd = JSON.parse(String(init.body)) as string[];
       if (cmd[0] === "EVALSHA" && cmd[1] === ACQUIRE.sha && cmd[3].includes("victim") && ++acquires === 1) {
@@ -403,6 +417,7 @@ describe("the fault contract: review findings", () => {
           await fetch(url, init); // the undo runs in Redis, but its response is lost: it is retried
           throw new TypeError("fetch failed (socket hang up)");
         }
+        return fetch(url, init).finally(() => retriesAnswered++);
       }
       return fetch(url, init);
     };
@@ -411,7 +426,7 @@ describe("the fault contract: review findings", () => {
       await release(await acquire(http, fresh(), { waitMs: 5_000 })); // scripts loaded
       const name = `victim-${fresh()}`;
       const lease = await acquire(http, name, { leaseMs: 1_000, waitMs: 5_000 });
-      await sleep(300); // the undo's retry has run
+      await until("the undo's retry ran", () => retriesAnswered > 0); // its reply was lost: it is retried
       assert.ok(undos >= 2, `the undo's reply was lost once and the undo sent again (${undos} sent)`);
       const other = await settled(acquire(admin, name, { waitMs: 0, leaseMs: 5_000 }));
       assert.ok(other.error instanceof LockTimeoutError, "the lease we were given is still ours");
@@ -468,9 +483,9 @@ describe("the fault contract: review findings", () => {
     const holder = await acquire(admin, name, { watchdogMs: 300 });
     const { proxy, client } = await routed();
     const deaf = settled(acquire(client, name, { watchdogMs: 300, claimMs: 1_000, waitMs: 3_000 }));
-    await sleep(150);
+    await queued(admin, name, 1);
     const next = acquire(await srv.client(), name, { watchdogMs: 300, waitMs: 5_000 });
-    await sleep(150);
+    await queued(admin, name, 2);
     proxy.blackhole({ kind: "all", direction: "both" });
     const t0 = performance.now();
     await release(holder);
@@ -542,25 +557,27 @@ describe("the fault contract: review findings", () => {
       await c.sendCommand(["SCRIPT", "FLUSH"]);
       let open!: () => void;
       const gate = new Promise<void>((r) => (open = r));
+      let t0 = 0;
       const driver: Driver = {
         evalScript: (sha, keys, args) => c.sendCommand(["EVALSHA", sha, String(keys.length), ...keys, ...args]),
         // The EVAL reply is held back (a slow link), and comes in just after the waiting call's bound.
         evalSource: async (src, keys, args) => {
           const r = await c.sendCommand(["EVAL", src, String(keys.length), ...keys, ...args]);
+          if (busy) {
+            // The event loop is busy from the reply across Y's bound, and the reply is let in at its end. (Begun
+            // here rather than by a timer due just before the bound, which a busy machine runs after it.)
+            while (performance.now() < t0 + 260) { /* busy */ }
+            open();
+          }
           await gate;
           return r;
         },
         loadScript: async (src) => String(await c.sendCommand(["SCRIPT", "LOAD", src])),
       };
-      const t0 = performance.now();
+      t0 = performance.now();
       const x = acquire(driver, fresh(), { waitMs: 5_000 });
       const y = settled(acquire(driver, fresh(), { waitMs: 0 })); // bound: t0 + 250 ms
-      if (busy) {
-        setTimeout(() => {
-          while (performance.now() < t0 + 260) { /* the event loop is busy across Y's bound */ }
-          open();
-        }, 240);
-      } else setTimeout(open, 400); // well after Y's bound, the event loop idle meanwhile
+      if (!busy) setTimeout(open, 400); // well after Y's bound, the event loop idle meanwhile
       await release(await x);
       const r = await y;
       if (busy) {

@@ -17,6 +17,7 @@ import {
 } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 const LEASE = 150;
 // Long enough that the checks made inside the delay (several round trips after the hold expired) fit in it on a
@@ -40,6 +41,17 @@ async function expired(lease: Lease, on: Client): Promise<void> {
     await sleep(5);
   }
   assert.fail(`${lease.name} is still held in Redis after its local deadline`);
+}
+
+/**
+ * Until `count` acquires of `name` have queued (an acquire queues a moment after it is called): those in the queue,
+ * read on `on`, plus `past` (granted ones, which left the queue before their acquire returned).
+ */
+function queued(on: Client, name: string, count: number, past = () => 0): Promise<void> {
+  return waitUntil(`${count} queued`, 10_000, async () => {
+    const now = (await inspect(on, name)).waiters + past();
+    return now >= count || `${now} queued`;
+  }, 10);
 }
 
 describe("lock delay", () => {
@@ -175,7 +187,7 @@ describe("lock delay", () => {
           await release(l);
         }),
       );
-      await sleep(30); // fix the queue order
+      await queued(a, name, waiting.length, () => order.length); // fix the queue order
     }
     assert.equal((await inspect(a, name)).waiters, 3);
     await Promise.all(waiting);
@@ -186,7 +198,7 @@ describe("lock delay", () => {
     const name = fresh();
     const first = await acquire(a, name, { leaseMs: 5_000 });
     const waiting = acquire(b, name, { leaseMs: LEASE, lockDelayMs: DELAY, waitMs: 5_000 });
-    await sleep(50);
+    await queued(c, name, 1);
     await release(first);
     const handed = await waiting;
     await expired(handed, c);
@@ -199,7 +211,7 @@ describe("lock delay", () => {
     const name = fresh();
     const first = await acquire(a, name, { leaseMs: 5_000 });
     const waiting = acquire(b, name, { leaseMs: 5_000, lockDelayMs: DELAY, waitMs: 5_000, owner: "w" });
-    await sleep(50);
+    await queued(c, name, 1);
     await release(first);
     const handed = await waiting;
     // (Its claim may still be on its way: the re-entry claims it, as without a delay.)
@@ -258,7 +270,7 @@ describe("lock delay", () => {
     // A queued permit waiter's own hold carries its delay too.
     const held = await acquire(a, name, { permits: 2, leaseMs: 10_000 });
     const waiting = acquire(c, name, { permits: 2, leaseMs: LEASE, lockDelayMs: DELAY, waitMs: 5_000 });
-    await sleep(50);
+    await queued(a, name, 1);
     await release(held);
     const handed = await waiting;
     await expired(handed, c);

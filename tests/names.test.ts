@@ -9,6 +9,7 @@ import { nodeRedisDriver } from "../src/_node_redis.ts";
 import type { Driver } from "../src/driver.ts";
 import { acquireAll } from "../src/_scripts.ts";
 import { abortedWithin, type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -70,7 +71,11 @@ describe("several names at once", () => {
     const holder = await acquire(b, [y, x]);
     const t0 = performance.now();
     const waiting = acquire(a, [x, y], { waitMs: 5_000 });
-    await sleep(150);
+    // Queued for the first name it found busy.
+    await waitUntil("a waiter", 10_000, async () => {
+      const now = (await inspect(admin, x)).waiters + (await inspect(admin, y)).waiters;
+      return now === 1 || `${now} waiters`;
+    }, 10);
     await release(holder);
     const got = await waiting;
     assert.ok(performance.now() - t0 < 2_000);
@@ -184,7 +189,10 @@ describe("several names at once: edge cases", () => {
     const other = await acquire(b, y);
     const ctl = new AbortController();
     const p = acquire(driver, [x, y], { watchdogMs: 10_000, waitMs: 60_000, signal: ctl.signal });
-    await sleep(200); // x taken, y awaited
+    await waitUntil("x taken, y awaited", 10_000, async () => {
+      const [ix, iy] = [await inspect(admin, x), await inspect(admin, y)];
+      return (ix.held && iy.waiters === 1) || `x held: ${ix.held}, ${iy.waiters} waiting for y`;
+    }, 10);
     gate.hang = true; // Redis stops answering this client
     const t0 = performance.now();
     ctl.abort(new Error("stop"));

@@ -37,17 +37,19 @@ describe("ordering: no outcome depends on two commands running in the order sent
   for (const owner of [undefined, "worker-1"]) {
     test(`acquire() never returns a grant that the undo of its own late grant frees (undo re-sent after NOSCRIPT; owner ${owner ?? "generated"})`, async () => {
       const name = fresh();
-      // The holder's fixed lease ends at ~1000 ms; the queued waiter re-checks then (its heartbeat is its claim window).
-      await acquire(holder, name, { leaseMs: 1_000, waitMs: 0 });
+      // The holder's fixed lease ends at ~2000 ms; the queued waiter re-checks then (its heartbeat is its claim window,
+      // 1000 ms, or the holder's time left). The waiter's lease (500 ms) leaves the checks after acquire() returns
+      // time to run on a busy machine.
+      await acquire(holder, name, { leaseMs: 2_000, waitMs: 0 });
       const t0 = performance.now();
-      const waiting = acquire(waiter, name, { leaseMs: 250, waitMs: 10_000, owner });
-      await sleep(100);
+      const waiting = acquire(waiter, name, { leaseMs: 500, waitMs: 10_000, owner });
+      await pollFor("the waiter queued", async () => (await inspect(other, name)).waiters === 1 || undefined, 10_000);
       await onlyAcquireCached();
-      // Writes (scripts too) wait from ~700 to ~1300 ms: the waiter's re-check at ~1000 ms is granted at ~1300 ms,
-      // later than its 250 ms lease allows, so it undoes that grant (release.lua: NOSCRIPT, re-sent as EVAL) and
+      // Writes (scripts too) wait from ~1400 to ~2600 ms: the waiter's re-check at ~2000 ms is granted at ~2600 ms,
+      // later than its 500 ms lease allows, so it undoes that grant (release.lua: NOSCRIPT, re-sent as EVAL) and
       // re-checks.
-      await sleep(Math.max(0, 700 - (performance.now() - t0)));
-      await admin.sendCommand(["CLIENT", "PAUSE", "600", "WRITE"]);
+      await sleep(Math.max(0, 1_400 - (performance.now() - t0)));
+      await admin.sendCommand(["CLIENT", "PAUSE", "1200", "WRITE"]);
       const lease: Lease = await waiting;
       const held = await inspect(other, name);
       assert.equal(held.held, true, "the lease acquire() returned is held in Redis");
@@ -202,7 +204,8 @@ describe("ordering: Redlock", () => {
     await plain.sendCommand(["FLUSHALL"]); // master 0 restarted empty
     // Granted on master 0 alone, then undone there: master 0 keeps the contender's (newer) fence.
     await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError);
-    await sleep(900); // the holder's renewals (every 300 ms)
+    // The holder's renewals (every 300 ms): one puts it back.
+    await pollFor("a renewal on master 0", async () => (await inspect(plain, name)).held || undefined, 10_000);
     assert.equal((await inspect(plain, name)).held, true, "the holder's renewal put it back on master 0");
     await (await masters[1].client()).sendCommand(["FLUSHALL"]); // then master 1 restarted empty
     await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError, "nobody else gets it");

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, type Driver, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-import { type Client, holdsOf, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, holdsOf, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -13,6 +14,22 @@ const fresh = () => `wait-test-${++n}-${Math.random().toString(36).slice(2)}`;
 
 async function channels(client: Client): Promise<string[]> {
   return await client.sendCommand(["PUBSUB", "CHANNELS", "redlease:*"]) as string[];
+}
+
+/** Until `name`'s queue in Redis holds `count` entries (an acquire queues a moment after it is called). */
+function waiters(name: string, count: number): Promise<void> {
+  return waitUntil(`${count} waiters`, 10_000, async () => {
+    const now = (await inspect(c, name)).waiters;
+    return now === count || `${now} waiters`;
+  }, 10);
+}
+
+/** Until Redis has `count` redlease channels with a subscriber (a subscription is dropped a turn after its last use). */
+function subscribed(count: number): Promise<void> {
+  return waitUntil(`${count} subscriptions`, 10_000, async () => {
+    const now = await channels(c);
+    return now.length === count || `subscribed to ${now.join(", ") || "nothing"}`;
+  }, 10);
 }
 
 describe("waiting for a held lease", () => {
@@ -28,8 +45,7 @@ describe("waiting for a held lease", () => {
     const name = fresh();
     const holder = await acquire(a, name); // watchdog: 30 s TTL
     const waiting = acquire(b, name, { waitMs: 10_000 });
-    await sleep(100);
-    assert.equal((await inspect(c, name)).waiters, 1);
+    await waiters(name, 1);
     const t0 = performance.now();
     await release(holder);
     const next = await waiting;
@@ -41,7 +57,7 @@ describe("waiting for a held lease", () => {
     assert.equal(info.waiters, 0);
     assert.ok(info.remainingMs > 29_000, "the handed-over lease has the waiter's own TTL");
     await release(next);
-    await sleep(30); // dropped one event-loop turn after the last waiter or queue-won hold
+    await subscribed(0); // dropped one event-loop turn after the last waiter or queue-won hold
     assert.deepEqual(await channels(c), [], "no subscription outlives its waiters");
   });
 
@@ -52,12 +68,14 @@ describe("waiting for a held lease", () => {
     const leases: Promise<Lease>[] = [];
     for (const [label, client] of [["b1", b], ["c1", c], ["b2", b], ["c2", c]] as const) {
       leases.push(acquire(client, name, { waitMs: 10_000 }).then((l) => (order.push(label), l)));
-      await sleep(30); // fix the queue order
+      await waiters(name, leases.length); // fix the queue order
     }
     assert.equal((await inspect(a, name)).waiters, 4);
     await release(holder);
     for (let i = 0; i < 4; i++) {
-      await sleep(50);
+      await until(`${i + 1} granted`, () => order.length > i);
+      // The others still wait, in the queue: the release woke exactly one.
+      assert.equal((await inspect(c, name)).waiters, 3 - i, `${3 - i} still queued after ${i} releases`);
       assert.equal(order.length, i + 1, `exactly ${i + 1} granted after ${i} releases`);
       await release(await leases[i]);
     }
@@ -69,15 +87,16 @@ describe("waiting for a held lease", () => {
     const holder = await acquire(a, name);
     const ctl = new AbortController();
     const waiting = acquire(b, name, { waitMs: Infinity, signal: ctl.signal });
-    await sleep(100);
-    assert.equal((await inspect(c, name)).waiters, 1);
+    await waiters(name, 1);
     assert.equal((await channels(c)).length, 1);
     const reason = new Error("user gave up");
     const t0 = performance.now();
     ctl.abort(reason);
     await assert.rejects(waiting, (e) => e === reason);
     assert.ok(performance.now() - t0 < 100);
-    await sleep(20);
+    // The entry's removal and the unsubscribe land a moment after the rejection.
+    await waiters(name, 0);
+    await subscribed(0);
     assert.equal((await inspect(c, name)).waiters, 0);
     assert.deepEqual(await channels(c), []);
     // The holder's release now frees the lease instead of handing it to the cancelled waiter.
@@ -114,10 +133,9 @@ describe("waiting for a held lease", () => {
     const holder = await acquire(a, name);
     const doomed = await srv.client();
     const dead = acquire(doomed, name, { waitMs: 10_000 }).catch((e) => e);
-    await sleep(50);
+    await waiters(name, 1);
     const alive = acquire(b, name, { waitMs: 10_000 });
-    await sleep(50);
-    assert.equal((await inspect(c, name)).waiters, 2);
+    await waiters(name, 2);
     // Kill the waiter's connections from the server side: its queue entry stays, its subscriber is gone.
     const list = String(await c.sendCommand(["CLIENT", "LIST"]));
     await doomed.disconnect();
@@ -143,17 +161,32 @@ describe("waiting for a held lease", () => {
       const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
       return { evalsha: calls("evalsha"), subscribe: calls("subscribe"), unsubscribe: calls("unsubscribe") };
     };
-    // Two clients take turns on one name, each releasing and at once asking again.
+    // Two clients take turns on one name, each releasing and at once asking again. A claim window the busiest
+    // machine meets: each grant is taken from the release's message, neither re-checked on a heartbeat nor claimed
+    // by a call of its own because the hold ran past half the window.
+    // Each holds until the other is queued (read with ZCARD, not a script call), or done: a release whose grant
+    // message was read before the reply that queued its waiter costs that waiter a re-check (a race a busy machine
+    // makes common, which the count is not about).
+    let running = 0;
+    const queue = `redlease:{${name}}:q`;
     const loop = async (client: Client, turns: number) => {
+      running++;
       for (let i = 0; i < turns; i++) {
-        const l = await acquire(client, name, { waitMs: 10_000 });
+        const l = await acquire(client, name, { waitMs: 10_000, claimMs: 5_000 });
         await sleep(2);
+        await waitUntil(
+          "the other queued",
+          10_000,
+          async () => running < 2 || await c.zCard(queue) > 0 || "not yet",
+          1,
+        );
         await release(l);
       }
+      running--;
     };
     const first = await acquire(a, name);
     const warm = [loop(a, 1), loop(b, 1)];
-    await sleep(50);
+    await waiters(name, 2);
     await release(first);
     await Promise.all(warm);
     const before = await count();
@@ -195,7 +228,7 @@ describe("waiting for a held lease", () => {
     // Warm: every client subscribed once.
     const first = await acquire(a, name);
     const warm = clients.map((client) => acquire(client, name, { waitMs: 10_000 }).then(release));
-    await sleep(100);
+    await waiters(name, 3);
     await release(first);
     await Promise.all(warm);
     const before = await calls();
@@ -223,7 +256,7 @@ describe("waiting for a held lease", () => {
     const other = await acquire(a, name, { leaseMs: 5_000 });
     const first = acquire(b, name, { owner: "shared-owner", waitMs: 10_000 });
     const second = acquire(b, name, { owner: "shared-owner", waitMs: 10_000 });
-    await sleep(100);
+    await waiters(name, 2);
     await release(other);
     const [x, y] = await Promise.all([first, second]);
     const info = await inspect(c, name);
@@ -232,7 +265,7 @@ describe("waiting for a held lease", () => {
     assert.equal(info.owners[0].holds, 2);
     assert.equal(info.waiters, 0, "the re-entering waiter left the queue");
     const late = acquire(a, name, { waitMs: 10_000 });
-    await sleep(50);
+    await waiters(name, 1);
     await release(x);
     const t0 = performance.now();
     await release(y);
@@ -245,9 +278,13 @@ describe("waiting for a held lease", () => {
     const name = fresh();
     const holder = await acquire(a, name);
     const real = nodeRedis(b);
+    let calls = 0; // this client's script calls not answered yet
     const slow: Driver = {
       ...real,
-      evalScript: (sha, keys, args) => sleep(200).then(() => real.evalScript(sha, keys, args)),
+      evalScript: (sha, keys, args) => {
+        calls++;
+        return sleep(200).then(() => real.evalScript(sha, keys, args)).finally(() => calls--);
+      },
     };
     const ctl = new AbortController();
     const reason = new Error("stop waiting");
@@ -256,8 +293,12 @@ describe("waiting for a held lease", () => {
     await assert.rejects(acquire(slow, name, { waitMs: Infinity, signal: ctl.signal }), (e) => e === reason);
     const took = performance.now() - t0;
     assert.ok(took < 1_500, `rejected after ${took} ms`);
-    // The abort settles at once; the undo of the in-flight queueing call lands when this (slow) client sends it.
-    for (let i = 0; i < 30 && (await inspect(c, name)).waiters > 0; i++) await sleep(50);
+    // The abort settles at once; the undo of the in-flight queueing call lands when this (slow) client sends it: wait
+    // until every call it made is answered (the queueing call too, which a busy machine may not have sent yet).
+    await waitUntil("the queueing call and its undo answered", 10_000, async () => {
+      const queued = (await inspect(c, name)).waiters;
+      return (calls === 0 && queued === 0) || `${calls} calls in flight, ${queued} queued`;
+    }, 10);
     assert.equal((await inspect(c, name)).waiters, 0);
     await release(holder);
   });
@@ -266,7 +307,7 @@ describe("waiting for a held lease", () => {
     const name = fresh();
     const holder = await acquire(a, name);
     const waits = Array.from({ length: 10 }, () => acquire(b, name, { waitMs: 10_000 }));
-    await sleep(100);
+    await waiters(name, 10);
     assert.equal((await channels(c)).length, 1);
     await release(holder);
     const fences: number[] = [];
@@ -276,7 +317,7 @@ describe("waiting for a held lease", () => {
       await release(l);
     }
     assert.equal(new Set(fences).size, 10);
-    await sleep(30);
+    await subscribed(0);
     assert.deepEqual(await channels(c), []);
   });
 });
