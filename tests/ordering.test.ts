@@ -203,12 +203,16 @@ describe("ordering: Redlock", () => {
     const lease = await acquire(redlock(clients), name, { watchdogMs: 900 });
     await plain.sendCommand(["FLUSHALL"]); // master 0 restarted empty
     // Granted on master 0 alone, then undone there: master 0 keeps the contender's (newer) fence.
-    await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError);
+    await assert.rejects(acquire(redlock(contender), name, { waitMs: 0, nodeTimeoutMs: 2_000 }), LockTimeoutError);
     // The holder's renewals (every 300 ms): one puts it back.
     await pollFor("a renewal on master 0", async () => (await inspect(plain, name)).held || undefined, 10_000);
     assert.equal((await inspect(plain, name)).held, true, "the holder's renewal put it back on master 0");
     await (await masters[1].client()).sendCommand(["FLUSHALL"]); // then master 1 restarted empty
-    await assert.rejects(acquire(redlock(contender), name, { waitMs: 0 }), LockTimeoutError, "nobody else gets it");
+    await assert.rejects(
+      acquire(redlock(contender), name, { waitMs: 0, nodeTimeoutMs: 2_000 }),
+      LockTimeoutError,
+      "nobody else gets it",
+    );
     assert.equal(lease.signal.aborted, false);
     assert.equal(await release(lease), true);
   });

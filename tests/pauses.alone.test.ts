@@ -1,5 +1,5 @@
 // Tests whose subject is real time: the shared timer's patience, and a caller's own pause (a GC pause, a synchronous
-// parse) that must not count as a missing reply. They busy-wait and measure what the event loop does around it, with
+// parse) that must not count as a missing reply, on one Redis and on a Redlock group. They busy-wait and measure what the event loop does around it, with
 // bounds of a few ms, so scripts/test.ts runs this file (`*.alone.test.ts`) alone on each runtime, after the files
 // that run at once: another process's load would move their timers, not ours.
 import assert from "node:assert/strict";
@@ -7,6 +7,7 @@ import { after, before, describe, test } from "node:test";
 import { setImmediate } from "node:timers";
 import { acquire, type Driver, extend, inspect, release } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
+import { redlock } from "../src/redlock.ts";
 import { cancel, schedule } from "../src/_timers.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
@@ -139,4 +140,63 @@ describe("the caller's own pause is not a missing reply", () => {
       assert.equal(await release(lease), true);
     }
   });
+});
+
+describe("Redlock over 3 healthy masters, the caller pausing", () => {
+  let servers: RedisServer[];
+  let c: Client[];
+  /** Drivers over `c`: once `pause.calls` more script calls are written, the process is busy for `pause.ms`. */
+  let drivers: Driver[];
+  let pause: { calls: number; ms: number } | undefined;
+  before(async () => {
+    servers = await Promise.all([startRedis(), startRedis(), startRedis()]);
+    c = await Promise.all(servers.map((s) => s.client()));
+    drivers = c.map((client) => {
+      const inner = nodeRedis(client);
+      return {
+        ...inner,
+        evalScript(sha, keys, args, signal) {
+          const r = inner.evalScript(sha, keys, args, signal);
+          if (pause && --pause.calls === 0) {
+            const ms = pause.ms;
+            pause = undefined;
+            // (node-redis writes on the setImmediate queued before this one: the commands are out, the replies
+            // come during the pause and wait unread, as after a GC pause or a synchronous parse.)
+            setImmediate(() => block(ms));
+          }
+          return r;
+        },
+      };
+    });
+    // The scripts cached on every node first: a NOSCRIPT would send the script again after the pause.
+    await release(await acquire(redlock(drivers), fresh(), { leaseMs: 10_000, waitMs: 0 }));
+  });
+  after(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+  });
+
+  // The per-node timeout is 5 ms here (nodeTimeoutMs for a 1 s lease): each pause passes it.
+  for (const pauseMs of [15, 60]) {
+    test(`a caller busy for ${pauseMs} ms right after acquire() gets the lease, its validity from the real elapsed time`, async () => {
+      for (let i = 0; i < 10; i++) {
+        const name = fresh();
+        const start = performance.now();
+        pause = { calls: 3, ms: pauseMs };
+        const lease = await acquire(redlock(drivers), name, { leaseMs: 1_000, waitMs: 0 })
+          .catch((e) => assert.fail(`run ${i}: ${String(e)}`));
+        const elapsed = performance.now() - start;
+        assert.equal(pause, undefined, "the pause ran");
+        assert.ok(elapsed >= pauseMs, `run ${i}: settled ${elapsed} ms after start, before the pause ended`);
+        // Redlock validity: lease - elapsed - drift (12 ms), elapsed from before the send, so from before the pause:
+        // a clock started once the replies were read (after the pause) would put the deadline a pause later.
+        const after = lease.expiresAt - start;
+        assert.ok(after <= 1_000 - 12 + pauseMs / 2, `run ${i}: deadline ${after} ms after start`);
+        assert.ok(
+          lease.remainingMs <= 1_000 - elapsed,
+          `run ${i}: ${lease.remainingMs} ms left after ${elapsed} ms`,
+        );
+        assert.equal(await release(lease), true);
+      }
+    });
+  }
 });
