@@ -6,7 +6,7 @@ import type { LeaseEventHandler } from "./events.ts";
 import { emit, log } from "./_log.ts";
 import { checkClient, type ClientState, type RedisLike, stateOf } from "./_client.ts";
 import { bounded } from "./_connection.ts";
-import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, QUEUE_TTL_MS } from "./_defaults.ts";
+import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS, PAUSE_GRACE_MS, QUEUE_TTL_MS, RELISTEN_AFTER_MS } from "./_defaults.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
@@ -24,16 +24,13 @@ import {
   type ReleaseArgs,
   releaseCall,
 } from "./_protocol.ts";
-import { nap, unrefTimeout } from "./_timers.ts";
+import { nap, schedule, unrefTimeout } from "./_timers.ts";
 import type { LeaseKeys, Resolved } from "./_types.ts";
 import { checkNames, fail, resolveAcquire } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
 
 import { LeaseKindError, LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
-
-/** How long a waiter queued again unheard waits for a late grant message before it subscribes again, ms. */
-const RELISTEN_AFTER_MS = 50;
 
 /** The owner string of a Lease handle from this library. */
 export function ownerOf(lease: Lease): string | undefined {
@@ -495,9 +492,11 @@ async function waitAsAttempt(attempt: Attempt, retryMs: number): Promise<Waited 
       }
       attempt.heldElsewhere();
       // Queued again: its entry was dropped, maybe as dead (its client's subscription is gone): subscribe again.
-      // (Decided a moment later: the grant message of the dropped entry may still be unread; see droppedUnheard.)
+      // (Decided a moment later, and only once the process has read what came meanwhile: the grant message of the
+      // dropped entry may be on its way, or already here and unread behind a busy event loop; see droppedUnheard.)
       if (waiter.queued(reply, t0)) {
-        unrefTimeout(() => waiter.droppedUnheard && state.relisten(attempt.keys), RELISTEN_AFTER_MS);
+        const relisten = () => waiter.droppedUnheard && state.relisten(attempt.keys);
+        schedule(performance.now() + RELISTEN_AFTER_MS, relisten, PAUSE_GRACE_MS);
       }
       waiter.takenBack(version);
       retryMs = reply.retryMs;

@@ -20,6 +20,9 @@ export const ACQUIRE_GRACE_MS = 250;
  */
 export const PAUSE_GRACE_MS = 25;
 
+/** How long a waiter queued again unheard waits for a late grant message before it subscribes again, ms. */
+export const RELISTEN_AFTER_MS = 50;
+
 /** How long an aborted acquire waits for its undo (normally one fast round trip) before it rejects, ms. */
 export const ABORT_CLEANUP_MS = 50;
 
