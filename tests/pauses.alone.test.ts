@@ -1,7 +1,8 @@
-// Tests whose subject is real time: the shared timer's patience, and a caller's own pause (a GC pause, a synchronous
-// parse) that must not count as a missing reply, on one Redis and on a Redlock group. They busy-wait and measure what the event loop does around it, with
-// bounds of a few ms, so scripts/test.ts runs this file (`*.alone.test.ts`) alone on each runtime, after the files
-// that run at once: another process's load would move their timers, not ours.
+// Tests whose subject is real time: the shared timer's patience; a caller's own pause (a GC pause, a synchronous
+// parse) that must not count as a missing reply, on one Redis and on a Redlock group; and processes that stall past
+// a 10 ms claim window. They busy-wait and measure what the event loop does around it, with bounds of a few ms, so
+// scripts/test.ts runs this file (`*.alone.*`) alone on each runtime, after the files that run at once: another
+// process's load would move their timers, not ours.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setImmediate } from "node:timers";
@@ -10,9 +11,18 @@ import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { redlock } from "../src/redlock.ts";
 import { cancel, schedule } from "../src/_timers.ts";
 import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 let n = 0;
 const fresh = () => `pause-test-${++n}-${Math.random().toString(36).slice(2)}`;
+
+/** Until `name`'s queue in Redis (read on `on`) holds `count` entries. */
+function queued(on: Client, name: string, count: number): Promise<void> {
+  return waitUntil(`${count} waiters`, 10_000, async () => {
+    const now = (await inspect(on, name)).waiters;
+    return now === count || `${now} waiters`;
+  }, 10);
+}
 
 describe("the shared timer", () => {
   test("an entry due at NaN runs at once, and does not keep later entries from running", async () => {
@@ -199,4 +209,51 @@ describe("Redlock over 3 healthy masters, the caller pausing", () => {
       }
     });
   }
+});
+
+describe("a process that stalls past its claim window", () => {
+  let srv5: RedisServer;
+  let a: Client, b: Client, c: Client;
+  before(async () => {
+    srv5 = await startRedis();
+    [a, b, c] = [await srv5.client(), await srv5.client(), await srv5.client()];
+  });
+  after(async () => {
+    await srv5.stop();
+  });
+
+  // (25 ms stalls against a 10 ms claim window: real time is the subject.)
+  test("grants passed on unclaimed (holders that stall past claimMs) cost no SUBSCRIBE churn", async () => {
+    const name = fresh();
+    const clients = [a, b, c];
+    const calls = async () => {
+      const info = await c.info("commandstats");
+      const n = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+      return n("subscribe") + n("unsubscribe");
+    };
+    // Warm: every client subscribed once.
+    const first = await acquire(a, name);
+    const warm = clients.map((client) => acquire(client, name, { waitMs: 10_000 }).then(release));
+    await queued(c, name, 3);
+    await release(first);
+    await Promise.all(warm);
+    const before = await calls();
+    let acquisitions = 0;
+    const stop = performance.now() + 3_000;
+    const loop = async (client: Client) => {
+      while (performance.now() < stop) {
+        const lease = await acquire(client, name, { waitMs: 30_000, claimMs: 10 });
+        acquisitions++;
+        await sleep(1);
+        await release(lease);
+        const t = performance.now();
+        while (performance.now() - t < 25) { /* the process stalls: grants to it pass on unclaimed, though heard */ }
+      }
+    };
+    await Promise.all(clients.flatMap((client) => [loop(client), loop(client)]));
+    const churn = await calls() - before;
+    assert.ok(acquisitions > 20, `${acquisitions} acquisitions`);
+    // (A waiter dropped unheard subscribes again, at most once a second per client: not in this loop.)
+    assert.ok(churn <= clients.length * 2, `${churn} SUBSCRIBE + UNSUBSCRIBE in ${acquisitions} acquisitions`);
+  });
 });
