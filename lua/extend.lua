@@ -25,8 +25,9 @@ if o == ARGV[1] and (ARGV[3] == '' or fs == ARGV[3]) then
   if ARGV[5] == 'GT' then redis.call('PEXPIRE', h, ttl, 'GT') else redis.call('PEXPIRE', h, ttl) end
   return 1
 end
-if ARGV[4] == '1' and not o and not mode then
-  -- (A value that is not a lease record is an error here, as everywhere a lease is taken: record() without loose.)
+-- (Not over a set record, nor over any other value with a '/' in it: that lease is not free here. A value that is
+-- not a lease record and has no '/' is an error, as everywhere a lease is taken: record() without loose.)
+if ARGV[4] == '1' and not o and not (v and string.find(v, '/', 1, true)) then
   local fence = next_fence(record(v), now_us())
   local lag = tonumber(ARGV[6])
   write_held(h, fence, '', 1, nil, ARGV[1], lag, lag and tonumber(ARGV[2]) + lag or ARGV[2])

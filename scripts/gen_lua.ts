@@ -182,6 +182,15 @@ function closing(code: string, open: number): number {
   return -1;
 }
 
+/**
+ * Whether the word at `i` of `code` is a field or method name (after `.` or `:`, or part of a longer word) rather
+ * than a name of its own: `x.dly` and `x:dly` are fields, but in `'d'..dly` the `..` is concatenation.
+ */
+function notAName(code: string, i: number): boolean {
+  const before = code[i - 1] ?? "";
+  return /[\w:]/.test(before) || (before === "." && code[i - 2] !== ".");
+}
+
 /** `expr` with each of `params` (a name, not a field after `.` or `:`) replaced by its argument. */
 function substitute(expr: string, params: string[], args: string[]): string {
   let out = "";
@@ -193,7 +202,7 @@ function substitute(expr: string, params: string[], args: string[]): string {
       continue;
     }
     const word = /^[A-Za-z_]\w*/.exec(expr.slice(i));
-    if (word && !/[\w.:]/.test(expr[i - 1] ?? "")) {
+    if (word && !notAName(expr, i)) {
       const k = params.indexOf(word[0]);
       out += k >= 0 ? args[k] : word[0];
       i += word[0].length;
@@ -230,7 +239,7 @@ function inline(file: string, code: string): string {
       continue;
     }
     const call = /^([A-Za-z_]\w*)\(/.exec(code.slice(i));
-    if (call && inlined.has(call[1]) && !/[\w.:]/.test(code[i - 1] ?? "") && !/function\s+$/.test(out)) {
+    if (call && inlined.has(call[1]) && !notAName(code, i) && !/function\s+$/.test(out)) {
       const h = inlined.get(call[1])!;
       // The arguments, split at the commas outside parentheses, brackets, braces and strings.
       const args: string[] = [];

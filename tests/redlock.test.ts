@@ -4,6 +4,7 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
   acquire,
+  extend,
   inspect,
   LeaseKindError,
   LeaseLostError,
@@ -46,6 +47,18 @@ describe("Redlock over 5 independent masters", () => {
   });
   after(async () => {
     await Promise.all(servers.map((s) => s.stop()));
+  });
+
+  test("a master whose lease key holds a value of someone else's with a '/' in it does not hold the lease: extend() answers false", async () => {
+    const name = fresh();
+    const lease = await acquire(redlock(a), name, { leaseMs: 5_000 });
+    // Another application's value, on a majority of the masters: the lease is not ours there, and not free either.
+    for (const c of a.slice(0, 3)) await c.set(`redlease:{${name}}`, "a/b", { PX: 10_000 });
+    assert.equal(await extend(lease, 3_000), false);
+    const reason = lease.signal.reason as LeaseLostError;
+    assert.ok(reason instanceof LeaseLostError && reason.why === "not-held", String(reason));
+    for (const c of a.slice(0, 3)) assert.equal(await c.get(`redlease:{${name}}`), "a/b", "left as it was");
+    for (const c of a) await c.del(`redlease:{${name}}`);
   });
 
   test("shared leases by Redlock: readers coexist on every master, a writer waits for them; permits are refused", async () => {
