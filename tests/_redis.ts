@@ -1,11 +1,27 @@
-// Test helpers: checking results (holdsOf, abortedWithin, noCommands), and the harness's servers and child
+// Test helpers: checking results (holdsOf, abortedWithin, noCommands), waiting for a queue (queued), and the
+// harness's servers and child
 // processes re-exported for the tests. The servers come from harness/redis.ts, the one module that starts
 // redis-servers (for the tests, the topologies, the benchmarks, the chaos runs and the demo too).
 import type { Driver } from "../src/driver.ts";
+import { inspect, type RedisLike } from "../mod.ts";
+import { waitUntil } from "../harness/wait.ts";
 
 export { type Client, freePort, type RedisServer, sleep, startRedis } from "../harness/redis.ts";
 export { until } from "../harness/wait.ts";
 export { type Ran, runProcess, runtimeArgs, runtimeName } from "../harness/process.ts";
+
+/**
+ * Until `name`'s queue in Redis (read on `on`) holds `count` entries: an acquire queues a moment after it is called
+ * (it subscribes first, and its `queued` event comes before the entry). With `past`, until at least `count` have
+ * queued: those in the queue plus `past()`, the ones granted meanwhile (a grant leaves the queue before its acquire
+ * returns).
+ */
+export function queued(on: RedisLike, name: string, count = 1, past?: () => number): Promise<void> {
+  return waitUntil(`${count} queued for ${name}`, 10_000, async () => {
+    const now = (await inspect(on, name)).waiters + (past?.() ?? 0);
+    return (past ? now >= count : now === count) || `${now} queued`;
+  }, 10);
+}
 
 /** The owners of an inspect() result as `{ owner, holds }` (without each hold's kind and remaining time). */
 export function holdsOf(info: { readonly owners: ReadonlyArray<{ readonly owner: string; readonly holds: number }> }) {

@@ -13,18 +13,12 @@ import {
   release,
 } from "../mod.ts";
 import { type ClusterClient, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
-import { holdsOf } from "./_redis.ts";
-import { waitUntil } from "../harness/wait.ts";
+import { holdsOf, queued } from "./_redis.ts";
 
 let n = 0;
 const fresh = () => `cluster-${++n}-${Math.random().toString(36).slice(2)}`;
 
 /** Until `k` waiters are in `name`'s queue in Redis: a fixed sleep was not always enough on a loaded machine. */
-const queued = (client: ClusterClient, name: string, k = 1) =>
-  waitUntil(`${k} waiter(s) queued for ${name}`, 10_000, async () => {
-    const w = (await inspect(client, name)).waiters;
-    return w === k || `${w} queued`;
-  }, 20);
 
 describe("Redis Cluster (3 masters + 3 replicas)", () => {
   let c: StartedCluster;

@@ -6,7 +6,6 @@ import { after, before, describe, test } from "node:test";
 import {
   acquire,
   campaign,
-  inspect,
   type LeaderState,
   LeaseLostError,
   LockTimeoutError,
@@ -20,15 +19,10 @@ import { proclaim as PROCLAIM } from "../src/_scripts.ts";
 import type { Driver } from "../src/driver.ts";
 import { forceUnlock } from "../mod.ts";
 import { startHttpBridge } from "../harness/http_bridge.ts";
-import { type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, noCommands, queued, type RedisServer, sleep, startRedis } from "./_redis.ts";
 import { waitUntil } from "../harness/wait.ts";
 
 /** Until the candidate's entry is in `name`'s queue in Redis (a fixed sleep assumed an idle machine). */
-const queued = (client: Client, name: string) =>
-  waitUntil(`a candidate queued for ${name}`, 10_000, async () => {
-    const w = (await inspect(client, name)).waiters;
-    return w === 1 || `${w} queued`;
-  }, 20);
 
 let srv: RedisServer;
 let a: Client;

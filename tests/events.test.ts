@@ -8,7 +8,6 @@ import {
   acquire,
   campaign,
   configure,
-  inspect,
   type LeaseEvent,
   LeaseLostError,
   LockTimeoutError,
@@ -18,8 +17,7 @@ import {
 import { createClient } from "redis";
 import { redlock } from "../src/redlock.ts";
 import { startProxy } from "../chaos/_proxy.ts";
-import { type Client, noCommands, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
-import { waitUntil } from "../harness/wait.ts";
+import { type Client, noCommands, queued, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -41,12 +39,7 @@ const types = (name: string) => of(name).map((e) => `${e.client}:${e.type}`);
  */
 async function inQueue(who: string, name: string, count = 1): Promise<void> {
   await until(`${who} queued`, () => types(name).includes(`${who}:queued`));
-  await waitUntil(
-    `${count} in the queue`,
-    10_000,
-    async () => (await inspect(a, name)).waiters === count || "not yet",
-    10,
-  );
+  await queued(a, name, count);
 }
 
 describe("events", () => {

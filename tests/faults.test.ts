@@ -15,7 +15,7 @@ import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { startHttpBridge } from "../harness/http_bridge.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
 import { startChaosRedis } from "../chaos/_redis.ts";
-import { type Client, holdsOf, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
+import { type Client, holdsOf, queued, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 import { waitUntil } from "../harness/wait.ts";
 
 let n = 0;
@@ -28,14 +28,6 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     timer = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
   });
   return Promise.race([p, limit]).finally(() => clearTimeout(timer));
-}
-
-/** Until `name`'s queue in Redis (read on `on`) holds `count` entries: an acquire queues a moment after it is called. */
-function queued(on: Client, name: string, count: number): Promise<void> {
-  return waitUntil(`${count} queued`, 10_000, async () => {
-    const now = (await inspect(on, name)).waiters;
-    return now === count || `${now} queued`;
-  }, 10);
 }
 
 async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {

@@ -16,8 +16,7 @@ import {
   release,
 } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
-import { waitUntil } from "../harness/wait.ts";
+import { type Client, queued, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 const LEASE = 150;
 // Long enough that the checks made inside the delay (several round trips after the hold expired) fit in it on a
@@ -41,17 +40,6 @@ async function expired(lease: Lease, on: Client): Promise<void> {
     await sleep(5);
   }
   assert.fail(`${lease.name} is still held in Redis after its local deadline`);
-}
-
-/**
- * Until `count` acquires of `name` have queued (an acquire queues a moment after it is called): those in the queue,
- * read on `on`, plus `past` (granted ones, which left the queue before their acquire returned).
- */
-function queued(on: Client, name: string, count: number, past = () => 0): Promise<void> {
-  return waitUntil(`${count} queued`, 10_000, async () => {
-    const now = (await inspect(on, name)).waiters + past();
-    return now >= count || `${now} queued`;
-  }, 10);
 }
 
 describe("lock delay", () => {

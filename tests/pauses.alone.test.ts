@@ -10,19 +10,10 @@ import { acquire, type Driver, extend, inspect, release } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { redlock } from "../src/redlock.ts";
 import { cancel, schedule } from "../src/_timers.ts";
-import { type Client, type RedisServer, sleep, startRedis } from "./_redis.ts";
-import { waitUntil } from "../harness/wait.ts";
+import { type Client, queued, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let n = 0;
 const fresh = () => `pause-test-${++n}-${Math.random().toString(36).slice(2)}`;
-
-/** Until `name`'s queue in Redis (read on `on`) holds `count` entries. */
-function queued(on: Client, name: string, count: number): Promise<void> {
-  return waitUntil(`${count} waiters`, 10_000, async () => {
-    const now = (await inspect(on, name)).waiters;
-    return now === count || `${now} waiters`;
-  }, 10);
-}
 
 describe("the shared timer", () => {
   test("an entry due at NaN runs at once, and does not keep later entries from running", async () => {

@@ -21,8 +21,7 @@ import { redlock } from "../src/redlock.ts";
 import { type ClientState, stateOf } from "../src/_client.ts";
 import { acquireCall, attemptId, keysOf, type QueueEntry, releaseCall } from "../src/_protocol.ts";
 import type { Kind } from "../src/_types.ts";
-import { abortedWithin, type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
-import { waitUntil } from "../harness/wait.ts";
+import { abortedWithin, type Client, noCommands, queued, type RedisServer, sleep, startRedis } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -31,13 +30,6 @@ let n = 0;
 const fresh = () => `shared-test-${++n}-${Math.random().toString(36).slice(2)}`;
 
 /** Whether `p` settles within `ms` (it keeps running either way). */
-/** Until `name`'s queue in Redis (read on `on`) holds `count` entries: an acquire queues a moment after it is called. */
-function waiters(on: Client, name: string, count: number): Promise<void> {
-  return waitUntil(`${count} waiters`, 10_000, async () => {
-    const now = (await inspect(on, name)).waiters;
-    return now === count || `${now} waiters`;
-  }, 10);
-}
 
 async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
   let t: ReturnType<typeof setTimeout> | undefined;
@@ -91,14 +83,14 @@ describe("shared leases", () => {
     const name = fresh();
     const r1 = await acquire(a, name, { shared: true });
     const w = acquire(b, name, { waitMs: 10_000 });
-    await waiters(a, name, 1);
+    await queued(a, name, 1);
     // A reader arriving after the writer queues behind it, though only readers hold now.
     await assert.rejects(acquire(a, name, { shared: true, waitMs: 0 }), LockTimeoutError);
     const later = [
       acquire(a, name, { shared: true, waitMs: 10_000 }),
       acquire(b, name, { shared: true, waitMs: 10_000 }),
     ];
-    await waiters(a, name, 3);
+    await queued(a, name, 3);
     assert.equal((await inspect(a, name)).waiters, 3);
     await release(r1);
     const writer = await w;
@@ -122,7 +114,7 @@ describe("shared leases", () => {
     assert.equal(rd.fence, wr.fence, "the downgraded hold shares the exclusive hold's fence");
     assert.equal(rd.kind, "shared");
     const other = acquire(b, name, { shared: true, waitMs: 5_000 });
-    await waiters(a, name, 1); // it asked, and was told to wait
+    await queued(a, name, 1); // it asked, and was told to wait
     assert.equal(await settlesWithin(other, 150), false, "other readers wait while the exclusive hold remains");
     assert.equal(await release(wr), true);
     const r2 = await other;
@@ -222,9 +214,9 @@ describe("permits", () => {
     assert.ok(held[1].fence > held[0].fence);
     await assert.rejects(acquire(a, name, { permits: 2, waitMs: 0 }), LockTimeoutError);
     const w1 = acquire(a, name, { permits: 2, waitMs: 10_000 });
-    await waiters(a, name, 1);
+    await queued(a, name, 1);
     const w2 = acquire(b, name, { permits: 2, waitMs: 10_000 });
-    await waiters(a, name, 2);
+    await queued(a, name, 2);
     const info = await inspect(a, name);
     assert.equal(info.kind, "permits");
     assert.equal(info.permits, 2);
@@ -278,7 +270,7 @@ describe("permits", () => {
     const name = fresh();
     const p1 = await acquire(a, name, { permits: 1, watchdogMs: 300 });
     const w = acquire(b, name, { permits: 1, waitMs: 10_000 });
-    await waiters(a, name, 1);
+    await queued(a, name, 1);
     assert.equal(await forceUnlock(b, name), true);
     const got = await w;
     const reason = await abortedWithin(p1.signal, 2_000);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, type Driver, inspect, type Lease, LockTimeoutError, release } from "../mod.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
-import { type Client, holdsOf, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
+import { type Client, holdsOf, queued, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 import { waitUntil } from "../harness/wait.ts";
 
 let srv: RedisServer;
@@ -14,14 +14,6 @@ const fresh = () => `wait-test-${++n}-${Math.random().toString(36).slice(2)}`;
 
 async function channels(client: Client): Promise<string[]> {
   return await client.sendCommand(["PUBSUB", "CHANNELS", "redlease:*"]) as string[];
-}
-
-/** Until `name`'s queue in Redis holds `count` entries (an acquire queues a moment after it is called). */
-function waiters(name: string, count: number): Promise<void> {
-  return waitUntil(`${count} waiters`, 10_000, async () => {
-    const now = (await inspect(c, name)).waiters;
-    return now === count || `${now} waiters`;
-  }, 10);
 }
 
 /** Until Redis has `count` redlease channels with a subscriber (a subscription is dropped a turn after its last use). */
@@ -45,7 +37,7 @@ describe("waiting for a held lease", () => {
     const name = fresh();
     const holder = await acquire(a, name); // watchdog: 30 s TTL
     const waiting = acquire(b, name, { waitMs: 10_000 });
-    await waiters(name, 1);
+    await queued(c, name, 1);
     const t0 = performance.now();
     await release(holder);
     const next = await waiting;
@@ -68,7 +60,7 @@ describe("waiting for a held lease", () => {
     const leases: Promise<Lease>[] = [];
     for (const [label, client] of [["b1", b], ["c1", c], ["b2", b], ["c2", c]] as const) {
       leases.push(acquire(client, name, { waitMs: 10_000 }).then((l) => (order.push(label), l)));
-      await waiters(name, leases.length); // fix the queue order
+      await queued(c, name, leases.length); // fix the queue order
     }
     assert.equal((await inspect(a, name)).waiters, 4);
     await release(holder);
@@ -87,7 +79,7 @@ describe("waiting for a held lease", () => {
     const holder = await acquire(a, name);
     const ctl = new AbortController();
     const waiting = acquire(b, name, { waitMs: Infinity, signal: ctl.signal });
-    await waiters(name, 1);
+    await queued(c, name, 1);
     assert.equal((await channels(c)).length, 1);
     const reason = new Error("user gave up");
     const t0 = performance.now();
@@ -95,7 +87,7 @@ describe("waiting for a held lease", () => {
     await assert.rejects(waiting, (e) => e === reason);
     assert.ok(performance.now() - t0 < 100);
     // The entry's removal and the unsubscribe land a moment after the rejection.
-    await waiters(name, 0);
+    await queued(c, name, 0);
     await subscribed(0);
     assert.equal((await inspect(c, name)).waiters, 0);
     assert.deepEqual(await channels(c), []);
@@ -133,9 +125,9 @@ describe("waiting for a held lease", () => {
     const holder = await acquire(a, name);
     const doomed = await srv.client();
     const dead = acquire(doomed, name, { waitMs: 10_000 }).catch((e) => e);
-    await waiters(name, 1);
+    await queued(c, name, 1);
     const alive = acquire(b, name, { waitMs: 10_000 });
-    await waiters(name, 2);
+    await queued(c, name, 2);
     // Kill the waiter's connections from the server side: its queue entry stays, its subscriber is gone.
     const list = String(await c.sendCommand(["CLIENT", "LIST"]));
     await doomed.disconnect();
@@ -186,7 +178,7 @@ describe("waiting for a held lease", () => {
     };
     const first = await acquire(a, name);
     const warm = [loop(a, 1), loop(b, 1)];
-    await waiters(name, 2);
+    await queued(c, name, 2);
     await release(first);
     await Promise.all(warm);
     const before = await count();
@@ -222,7 +214,7 @@ describe("waiting for a held lease", () => {
     const other = await acquire(a, name, { leaseMs: 5_000 });
     const first = acquire(b, name, { owner: "shared-owner", waitMs: 10_000 });
     const second = acquire(b, name, { owner: "shared-owner", waitMs: 10_000 });
-    await waiters(name, 2);
+    await queued(c, name, 2);
     await release(other);
     const [x, y] = await Promise.all([first, second]);
     const info = await inspect(c, name);
@@ -231,7 +223,7 @@ describe("waiting for a held lease", () => {
     assert.equal(info.owners[0].holds, 2);
     assert.equal(info.waiters, 0, "the re-entering waiter left the queue");
     const late = acquire(a, name, { waitMs: 10_000 });
-    await waiters(name, 1);
+    await queued(c, name, 1);
     await release(x);
     const t0 = performance.now();
     await release(y);
@@ -273,7 +265,7 @@ describe("waiting for a held lease", () => {
     const name = fresh();
     const holder = await acquire(a, name);
     const waits = Array.from({ length: 10 }, () => acquire(b, name, { waitMs: 10_000 }));
-    await waiters(name, 10);
+    await queued(c, name, 10);
     assert.equal((await channels(c)).length, 1);
     await release(holder);
     const fences: number[] = [];
