@@ -442,6 +442,14 @@ async function ioredisClient(url: string): Promise<Any> {
   return c;
 }
 
+/**
+ * Where bench/_bundle.ts bundleRedlease() puts the ioredis adapter beside the bundle `file` (a path or a file URL
+ * ending in .mjs or .js).
+ */
+export function adapterBundle(file: string): string {
+  return file.replace(/(\.m?js)$/, "-ioredis$1");
+}
+
 /** Import a library (and its client). `redleaseUrl` is the module to use for redlease. */
 export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Promise<Loaded> {
   switch (lib) {
@@ -491,7 +499,9 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
     case "redlease-io": {
       const [rl, io] = await Promise.all([
         import(redleaseUrl) as Promise<Any>,
-        import("../src/adapters/ioredis.ts"),
+        // The adapter bundled beside redleaseUrl from the same tree (bench/_bundle.ts), not src/ through tsx: its
+        // code runs on every command, and the tree under test may not be this one (bench/sequential.ts).
+        import(adapterBundle(redleaseUrl)) as Promise<Any>,
         import("ioredis"),
       ]);
       return {
