@@ -15,11 +15,9 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const src = join(root, "src");
 
-function files(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []
-  );
-}
+/** Every .ts file below `dir`, as absolute paths. */
+const files = (dir: string): string[] =>
+  readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts")).map((f) => join(dir, f));
 
 // A static import or re-export of a relative module, over several lines if need be (up to its `from`). Comment
 // lines (JSDoc examples) start with `*` or `//`, so they never match at the start of a line.

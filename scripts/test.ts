@@ -150,6 +150,7 @@ const checks: Array<[string, string, string[]]> = [
 const t0 = performance.now();
 const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const summary: string[] = [];
+let passed = 0;
 let failures = 0;
 const running = new Set<string>();
 // A line a minute, so that a CI log shows the run is alive while every lane is still buffering.
@@ -192,7 +193,6 @@ async function runSuite(name: string, files: string[], jobs: number, what = ""):
   );
   passed += c.passed;
 }
-let passed = 0;
 
 for (const name of only) {
   if (!runtimes[name]) throw new TypeError(`--only takes node, bun and deno: current value has '${name}'`);

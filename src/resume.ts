@@ -3,7 +3,7 @@ import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { ACQUIRE_GRACE_MS, DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import { emit } from "./_log.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
-import { asLockTimeout, extendCall, holdId, keysOf, parseToken } from "./_protocol.ts";
+import { asLockTimeout, extendCall, holdId, keysOf, parseToken, type TokenHold } from "./_protocol.ts";
 import type { Resolved } from "./_types.ts";
 import { checkCallOptions, fail, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, ReplicationError } from "./errors.ts";
@@ -78,9 +78,6 @@ export function resume(client: RedisLike, token: string, options?: ResumeOptions
     return Promise.reject(e);
   }
 }
-
-/** What a token names: the hold to resume. */
-type TokenHold = NonNullable<ReturnType<typeof parseToken>>;
 
 async function resumeResolved(
   client: RedisLike,
