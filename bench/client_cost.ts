@@ -6,6 +6,7 @@
  *
  *   node --import tsx bench/client_cost.ts [tree=. …] [--cycles 100000] [--reps 9]
  *   node --import tsx bench/client_cost.ts [tree=. …] --contended [--cycles 20000] [--reps 9]
+ *   … [--sites N]: also the N functions that allocate the most (bytes per cycle, from the sampled rep)
  *
  * A tree written `<tree>+events` is measured with an event handler that counts every event by its type
  * (configure(driver, { onEvent })): `. .+events` is the cost of the hook itself; `<tree>+otel` with redlease/otel's
@@ -38,6 +39,7 @@ const flag = (name: string, def: number) => {
 };
 const CONTENDED = args.includes("--contended");
 if (CONTENDED) args.splice(args.indexOf("--contended"), 1);
+const SITES = flag("--sites", 0); // print the N functions that allocate the most (bytes per cycle)
 const CYCLES = flag("--cycles", CONTENDED ? 20_000 : 100_000), REPS = flag("--reps", 9);
 const trees = args.length ? args : ["."];
 const TMP = join(fileURLToPath(new URL(".", import.meta.url)), "results", "tmp");
@@ -133,6 +135,20 @@ for (const l of libs) {
   };
   walk(profile.head as never);
   l.bytes = total / CYCLES;
+  if (SITES) {
+    const by = new Map<string, number>();
+    type Node = { selfSize: number; callFrame: { functionName: string; url: string; lineNumber: number }; children: Node[] };
+    const site = (n: Node): void => {
+      const k = `${n.callFrame.functionName || "(anonymous)"} ${n.callFrame.url.split("/").pop()}:${n.callFrame.lineNumber + 1}`;
+      by.set(k, (by.get(k) ?? 0) + n.selfSize);
+      n.children.forEach(site);
+    };
+    site(profile.head as never);
+    console.log(`${l.name}: the ${SITES} functions that allocate the most, bytes per cycle`);
+    for (const [k, b] of [...by].sort((a, b) => b[1] - a[1]).slice(0, SITES)) {
+      console.log(`  ${(b / CYCLES).toFixed(0).padStart(6)}  ${k}`);
+    }
+  }
 }
 session.disconnect();
 
