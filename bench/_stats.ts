@@ -1,5 +1,6 @@
 // Statistics and INFO parsing shared by the benchmark (percentiles and commandstats handling adapted from
 // bench/measure.ts).
+import { readFileSync } from "node:fs";
 
 /** Nearest-rank percentile of an ascending array. */
 export function pct(sorted: ArrayLike<number>, p: number): number {
@@ -47,6 +48,21 @@ export function parseCpuMicros(info: string): number {
   const user = /used_cpu_user:([\d.]+)/.exec(info)?.[1];
   const sys = /used_cpu_sys:([\d.]+)/.exec(info)?.[1];
   return Math.round((Number(user ?? NaN) + Number(sys ?? NaN)) * 1e6);
+}
+
+/**
+ * CPU time the whole machine spent busy so far (all cores, every process; /proc/stat's user, nice, system, irq,
+ * softirq and steal), in µs, at the kernel's 10 ms resolution; NaN where /proc/stat is missing (not Linux). A window's
+ * delta minus what the benchmark's own processes used there is what the rest of the machine took from it.
+ */
+export function machineBusyUs(): number {
+  try {
+    const f = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+    const [user, nice, system, , , irq, softirq, steal] = f;
+    return (user + nice + system + irq + softirq + (steal ?? 0)) * 10_000;
+  } catch {
+    return NaN;
+  }
 }
 
 export interface CommandCounts {

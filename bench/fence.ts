@@ -20,8 +20,8 @@
  * plain UPDATE of one row, and fencedSqlTransaction (an UPDATE and an INSERT) against the same plain transaction
  * (BEGIN, UPDATE, INSERT, COMMIT): latency p50/p99, ops/s and statements per op, `sql-n` ops per row and rep.
  *
- * redlease is an esbuild bundle of src/fence.ts (as bench/run.ts bundles mod.ts: what a package ships to Node),
- * made at the start in the git-ignored bench/results/tmp/. Fences are passed as numbers (a fence carried
+ * redlease is `redlease/fence` as the package builds it (bench/_bundle.ts: the tree's tsup build, as bench/run.ts
+ * loads mod.ts), made at the start in the git-ignored bench/results/tmp/. Fences are passed as numbers (a fence carried
  * elsewhere), so no lease is taken: the write alone is measured.
  */
 import { execFileSync } from "node:child_process";

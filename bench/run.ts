@@ -41,7 +41,17 @@ import { killAllChildren, runOnce, Worker } from "./_proc.ts";
 import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./report/render.ts";
 import { type RedisServer as Server, sleep, startRedis } from "../harness/redis.ts";
 import { bundleRedlease } from "./_bundle.ts";
-import { clockSkewMs, parseCommandStats, parseCpuMicros, pct, perOp, r2, r3, sortedF64 } from "./_stats.ts";
+import {
+  clockSkewMs,
+  machineBusyUs,
+  parseCommandStats,
+  parseCpuMicros,
+  pct,
+  perOp,
+  r2,
+  r3,
+  sortedF64,
+} from "./_stats.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(root, "bench", "_worker.ts");
@@ -147,6 +157,20 @@ async function readStats(admin: Admin, cpu0: number) {
 // ---------------------------------------------------------------------------------------------------------------
 // B1 + B2: one fresh worker process per library and repetition
 
+/**
+ * What the rest of the machine took during a window starting now: call the result with the CPU µs the measured
+ * processes used (Redis and the worker) and the window's ms; it gives the CPU every other process used (this parent
+ * excluded) in % of one core, rounded. A quiet machine reads about 0; another engineer's build or test run reads tens.
+ */
+function othersFrom(): (measuredUs: number, ms: number) => number {
+  const busy0 = machineBusyUs(), own0 = process.cpuUsage();
+  return (measuredUs, ms) => {
+    const own = process.cpuUsage(own0);
+    const others = machineBusyUs() - busy0 - measuredUs - own.user - own.system;
+    return Math.round(Math.max(0, others) / (ms * 10));
+  };
+}
+
 async function uncontended(o: Opts, server: Server, admin: Admin, lib: LibId, rep: number, moduleUrl: string) {
   const w = new Worker(WORKER, [moduleUrl], `${lib} b1/b2`, root);
   try {
@@ -158,8 +182,10 @@ async function uncontended(o: Opts, server: Server, admin: Admin, lib: LibId, re
     // B1: one sequential loop
     await w.request({ op: "loops", loops: 1, ms: o.uncWarmMs }, 60_000);
     let cpu0 = await resetStats(admin);
+    let others = othersFrom();
     const b1 = await w.request({ op: "uncontended", loops: 1, until: wall() + o.b1Ms + w.offset }, o.b1Ms + 60_000);
     let st = await readStats(admin, cpu0);
+    const b1Others = others(st.redisCpuUs + b1.cpuUs, b1.ms);
     const wire = await w.request({ op: "probe", port: server.port, cycles: o.probeCycles }, 60_000);
     const wireCommands: Record<string, number> = {};
     for (const [k, v] of Object.entries(wire.commands as Record<string, number>)) {
@@ -175,16 +201,19 @@ async function uncontended(o: Opts, server: Server, admin: Admin, lib: LibId, re
       clientCpuUs: r2(b1.cpuUs / b1.cycles),
       roundTrips: r3(wire.roundTrips / o.probeCycles),
       wireCommands,
+      othersCpuPct: b1Others,
     };
 
     // B2: 64 concurrent loops, distinct names, one client
     await w.request({ op: "loops", loops: o.b2Loops, ms: o.uncWarmMs }, 60_000);
     cpu0 = await resetStats(admin);
+    others = othersFrom();
     const b2 = await w.request(
       { op: "uncontended", loops: o.b2Loops, until: wall() + o.b2Ms + w.offset },
       o.b2Ms + 60_000,
     );
     st = await readStats(admin, cpu0);
+    const b2Others = others(st.redisCpuUs + b2.cpuUs, b2.ms);
     const B2 = {
       cycles: b2.cycles,
       cyclesPerSec: Math.round(b2.cycles / (b2.ms / 1000)),
@@ -193,6 +222,7 @@ async function uncontended(o: Opts, server: Server, admin: Admin, lib: LibId, re
       commands: perOp(st.stats, b2.cycles, re),
       redisCpuUs: r2(st.redisCpuUs / b2.cycles),
       clientCpuUs: r2(b2.cpuUs / b2.cycles),
+      othersCpuPct: b2Others,
     };
     await w.request({ op: "teardown" }, 10_000);
     const r: UncRep = { lib, rep, loadAvg, b1: B1, b2: B2 };
@@ -201,7 +231,7 @@ async function uncontended(o: Opts, server: Server, admin: Admin, lib: LibId, re
         lib.padEnd(10)
       } B1 ${B1.cyclesPerSec} cycles/s (p50 ${B1.p50Ms} / p99 ${B1.p99Ms} ms, ${B1.roundTrips} RT, ` +
         `${B1.commands.clientPerOp}/${B1.commands.totalPerOp} cmds)  B2 ${B2.cyclesPerSec} cycles/s  ` +
-        `[load ${loadAvg[0]}]`,
+        `[load ${loadAvg[0]}; others' CPU in B2 ${B2.othersCpuPct}% of a core]`,
     );
     return r;
   } finally {
@@ -509,11 +539,10 @@ async function sizes(redleaseEntry: string): Promise<Size[]> {
 }
 
 async function bundleForWorkers(out: string): Promise<{ file: string; bytes: number }> {
-  // One snapshot of the working tree's mod.ts for the whole run (others may be editing src/ meanwhile).
+  // One build of the working tree for the whole run (others may be editing src/ meanwhile), as the package ships it.
   mkdirSync(TMP, { recursive: true });
   const file = join(TMP, `redlease-${out}.mjs`);
-  await bundleRedlease(root, file);
-  return { file, bytes: readFileSync(file).length };
+  return { file, bytes: await bundleRedlease(root, file) };
 }
 
 function gitState() {
@@ -621,7 +650,9 @@ async function main() {
         `; load average ${load3().join(" ")}`,
     );
     console.log(
-      `redlease under test: esbuild bundle of mod.ts (${b.bytes} bytes) → ${relative(root, b.file)} (kept)\n`,
+      `redlease under test: the package as built (its tsup.config.ts; dist/mod.js and the shared chunks: ${b.bytes} bytes) → ${
+        relative(root, b.file)
+      } (kept)\n`,
     );
 
     const phase = (name: string) => {

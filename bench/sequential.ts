@@ -12,7 +12,7 @@
  * itself with the arguments redlease sends on an uncontended cycle (4 keys and 3 arguments each, fresh owner and attempt
  * ids), and no other client work: the floor of redlease's protocol, which tells its Lua and wire format apart from
  * its JavaScript. `<id>=<tree>` runs a redlease variant from another checkout of redlease (e.g. `git worktree add
- * /tmp/base <ref>`). redlease runs as an esbuild bundle of the tree's mod.ts, as bench/run.ts runs it.
+ * /tmp/base <ref>`). redlease runs as the tree's package build (dist/mod.js), as bench/run.ts runs it.
  * Each rep runs 200 unmeasured cycles, then `cycles` measured ones, per library in turn; medians over reps.
  */
 import { mkdirSync } from "node:fs";
@@ -31,7 +31,7 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 const TMP = join(here, "results", "tmp");
 mkdirSync(TMP, { recursive: true });
 
-/** An esbuild bundle of `tree`'s mod.ts (redis and ioredis external), as a file URL. */
+/** `tree`'s mod.ts as its package build ships it (bench/_bundle.ts), as a file URL. */
 async function bundleOf(tree: string, i: number): Promise<string> {
   const outfile = join(TMP, `redlease-sequential-${i}.mjs`);
   await bundleRedlease(tree, outfile);

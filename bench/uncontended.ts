@@ -8,8 +8,10 @@
  *     [--vs FILE]
  *
  *   --entry   dist: ../dist/mod.js (the built package users install; `node_modules/.bin/tsup` first), src: ../mod.ts
- *             through tsx, bundle: bench/results/tmp/uncontended-bundle.mjs (esbuild, as npm run bench does), FILE:
- *             that module (another checkout's bundle)
+ *             through tsx, bundle: bench/results/tmp/uncontended-bundle.mjs (this tree's package build, as npm run
+ *             bench loads it), FILE: that module (another checkout's build, from bench/_bundle.ts)
+ *   --libs    any of redlease, redlease-io (redlease on the ioredis client, through the same build's adapter),
+ *             semaphore, raw, and redlease-vs (with --vs)
  *   --names   fresh: a new name every cycle (redlease keeps each released name's fence 10 s), fixed: loop i uses name i
  *   --opts    lease: { leaseMs: 30000, waitMs: 0 } (measurement 1), watchdog: { waitMs: 10000 } (npm run bench)
  *   --flush   FLUSHALL (sync) before every round: no retained keys from earlier rounds
@@ -19,7 +21,7 @@
  * Per round and library: cycles/s; Redis CPU per cycle three ways (INFO cpu used_cpu_user+sys of the process, the
  * main thread's used_cpu_*_main_thread, /proc/<pid>/stat utime+stime at 10 ms ticks); commandstats usec per call of
  * EVALSHA / SET; client CPU per cycle (process.cpuUsage); keys and used_memory at the end of the
- * round, keys expired during it.
+ * round, keys expired during it; othersPct: the CPU the rest of the machine used in the round, % of one core.
  * Prints medians [min–max] over rounds. Never asserts.
  */
 import { readFileSync } from "node:fs";
@@ -30,6 +32,8 @@ import { Redis } from "ioredis";
 import { Mutex } from "redis-semaphore";
 import { startRedis } from "../harness/redis.ts";
 import { bundleRedlease } from "./_bundle.ts";
+import { adapterBundle } from "./_libs.ts";
+import { machineBusyUs } from "./_stats.ts";
 
 const root = join(fileURLToPath(new URL(".", import.meta.url)), "..");
 const arg = (k: string, d: string) => {
@@ -57,6 +61,14 @@ else if (entry === "bundle") {
 else url = pathToFileURL(entry).href; // a module file: another checkout's bundle
 // deno-lint-ignore no-explicit-any
 const rl: any = await import(url);
+// The same build's ioredis adapter (redlease/ioredis), for the redlease-io row.
+const adapterUrl = entry === "dist"
+  ? pathToFileURL(join(root, "dist/ioredis.js")).href
+  : entry === "src"
+  ? pathToFileURL(join(root, "src/adapters/ioredis.ts")).href
+  : adapterBundle(url);
+// deno-lint-ignore no-explicit-any
+const rlIo: any = libs.includes("redlease-io") ? await import(adapterUrl) : undefined;
 // --vs FILE: a second redlease module (another checkout's bundle) as the library `redlease-vs`, for an A/B in one run
 const vsFile = arg("vs", "");
 // deno-lint-ignore no-explicit-any
@@ -76,12 +88,17 @@ await io.connect();
 const RAW_DEL = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`;
 const rawSha = String(await nr.sendCommand(["SCRIPT", "LOAD", RAW_DEL]));
 const rlOpts = optsKind === "lease" ? { leaseMs: 30_000, waitMs: 0 } : { waitMs: 10_000 };
+const ioDriver = rlIo?.ioredis(io);
 let tok = 0;
 
 type Cycle = (name: string) => Promise<void>;
 const cycles: Record<string, Cycle> = {
   redlease: async (name) => {
     const l = await rl.acquire(nr, name, rlOpts);
+    await rl.release(l);
+  },
+  "redlease-io": async (name) => {
+    const l = await rl.acquire(ioDriver, name, rlOpts);
     await rl.release(l);
   },
   "redlease-vs": async (name) => {
@@ -145,12 +162,14 @@ for (let r = 0; r < rounds; r++) {
     if (flush) await admin.sendCommand(["FLUSHALL", "SYNC"]);
     await admin.sendCommand(["CONFIG", "RESETSTAT"]);
     const c0 = await cpuNow();
+    const busy0 = machineBusyUs();
     const u0 = process.cpuUsage();
     const t0 = performance.now();
     const n = await run(lib, roundMs);
     const dt = performance.now() - t0;
     const u = process.cpuUsage(u0);
     const c1 = await cpuNow();
+    const busy = machineBusyUs() - busy0;
     const cs = await info("commandstats");
     const mem = await info("memory");
     const ks = await info("keyspace");
@@ -167,6 +186,8 @@ for (let r = 0; r < rounds; r++) {
       evalshaUsecPerCall: ev.calls ? ev.usec / ev.calls : 0,
       setUsecPerCall: set.calls ? set.usec / set.calls : 0,
       clientUs: (u.user + u.system) / n,
+      // The rest of the machine in the window, % of one core (this process and Redis excluded).
+      othersPct: Math.max(0, busy - (c1.all - c0.all) - u.user - u.system) / (dt * 10),
       keys: Number(/keys=(\d+)/.exec(ks)?.[1] ?? 0),
       expiredInRound: field(stats, "expired_keys"),
       usedMemMB: field(mem, "used_memory") / 1e6,

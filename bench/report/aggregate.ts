@@ -153,6 +153,9 @@ export function aggregateUnc(run: Run) {
       b1client: med(rows, (r) => r.b1.clientCpuUs),
       b2redis: med(rows, (r) => r.b2.redisCpuUs),
       b2client: med(rows, (r) => r.b2.clientCpuUs),
+      b2others: rows.some((r) => r.b2.othersCpuPct !== undefined)
+        ? med(rows, (r) => r.b2.othersCpuPct ?? 0)
+        : undefined,
       wire: rows[0].b1.wireCommands,
     };
   });

@@ -13,8 +13,8 @@ export function b5Section(run: Run, label: Label): string[] {
       `A fresh process per library and run, timed from just before the dynamic import of its client (node-redis or ` +
         `ioredis, imported first and timed apart) and the library (Node + tsx boot before that is not included) to ` +
         `the first lease on a new connection; \`SCRIPT FLUSH\` before ` +
-        `each, so first-use script loading is included. "redlease" imports an esbuild bundle of mod.ts (what a ` +
-        `package would ship); "redlease (tsx)" imports mod.ts through tsx. Round trips counted at the client socket ` +
+        `each, so first-use script loading is included. "redlease" imports the package as built (its tsup ` +
+        `build: dist/mod.js, what users install); "redlease (tsx)" imports mod.ts through tsx. Round trips counted at the client socket ` +
         `(TCP connect not included in round trips; the client's own handshake, node-redis's CLIENT SETINFO, is), in ` +
         `brackets those of the first acquire alone. "redlease HTTP (tsx)": mod.ts and the HTTP adapter through tsx, ` +
         `a new \`upstash()\` driver through harness/http_bridge.ts (started before timing; no client to import or ` +

@@ -18,6 +18,8 @@ interface Unc {
   commands: CommandCounts;
   redisCpuUs: number;
   clientCpuUs: number;
+  /** CPU the rest of the machine used in the window, % of one core (absent in results from before it was measured). */
+  othersCpuPct?: number;
 }
 
 export interface UncRep {

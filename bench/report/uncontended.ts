@@ -13,7 +13,9 @@ export function uncontendedSection(run: Run, uncAgg: UncAgg[], label: Label): st
       `One fresh worker process per library and run; B1 = one loop for ${run.config.b1Ms} ms, B2 = ` +
         `${run.config.b2Loops} loops on one client for ${run.config.b2Ms} ms. Retry settings do not come into play ` +
         `without contention, so the peers run once, with their defaults. Round trips per cycle are counted at the ` +
-        `client socket over ${run.config.probeCycles} extra sequential cycles.`,
+        `client socket over ${run.config.probeCycles} extra sequential cycles. "Others' CPU" is what the rest ` +
+        `of the machine used during the B2 window (all of /proc/stat's busy time minus Redis's, the worker's and the ` +
+        `parent's), in % of one core: on this 2-core machine, tens of % there mean the figures are not a quiet run's.`,
     );
     md.push("");
     md.push(table(
@@ -26,6 +28,7 @@ export function uncontendedSection(run: Run, uncAgg: UncAgg[], label: Label): st
         "B2 cycles/s",
         "×raw",
         "B2 cycle p50 / p99 ms",
+        "others' CPU in B2",
       ],
       uncAgg.map((u) => [
         label(u.lib),
@@ -36,6 +39,7 @@ export function uncontendedSection(run: Run, uncAgg: UncAgg[], label: Label): st
         fmt(u.b2),
         ratio(u.b2x),
         `${fmt(u.b2p50)} / ${fmt(u.b2p99)}`,
+        u.b2others === undefined ? "–" : `${fmt(u.b2others)} %`,
       ]),
     ));
     md.push("");
