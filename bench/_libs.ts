@@ -12,6 +12,7 @@ export type LibId =
   | "fifo"
   | "redlease-io"
   | "fenced"
+  | "fenced-io"
   | "guarded"
   | "fairfenced"
   | "redlease-permits"
@@ -84,6 +85,14 @@ export const FENCED_FLOOR: LibId = "fenced";
 export const GUARDED_FLOOR: LibId = "guarded";
 
 /**
+ * Not a library: FENCED_FLOOR's exact scripts and cycle on an ioredis client (the peers' client, and redlease-io's):
+ * `evalsha(sha, 2, lease, queue, owner, ms)` per call, a fresh owner per cycle and nothing else. The floor for
+ * B1/B2 of any lock with redlease's guarantees on ioredis, so that redlease-io ÷ this row is redlease's own cost on
+ * that client and this row ÷ the peers says whether any such lock could beat them on their own client. B1/B2 only.
+ */
+export const FENCED_IO_FLOOR: LibId = "fenced-io";
+
+/**
  * B1/B2 only: redlease with an event handler (configure(client, { onEvent })) that counts every event by type, the
  * cost of the hook itself beside `redlease` (no handler: no event is built).
  */
@@ -102,6 +111,7 @@ export const WITH_METRICS: LibId = "redlease-metrics";
 export const UNCONTENDED_ONLY: readonly LibId[] = [
   ON_PEER_CLIENT,
   FENCED_FLOOR,
+  FENCED_IO_FLOOR,
   GUARDED_FLOOR,
   WITH_EVENTS,
   WITH_METRICS,
@@ -122,6 +132,7 @@ export const TUNABLE: Record<LibId, boolean> = {
   fifo: false,
   "redlease-io": false,
   fenced: false,
+  "fenced-io": false,
   guarded: false,
   fairfenced: false,
   "redlease-permits": false,
@@ -141,6 +152,7 @@ export const LABEL: Record<LibId, string> = {
   fifo: "floor: minimal fair notified lock (FIFO, no fence)",
   "redlease-io": "redlease on ioredis",
   fenced: "floor: minimal fenced lease (node-redis, 2 EVALSHA)",
+  "fenced-io": "floor: minimal fenced lease on ioredis (2 EVALSHA)",
   guarded: "floor: minimal fenced lease with the client work of redlease's guarantees",
   fairfenced: "floor: fair notified lock with a fence and an expiring queue",
   "redlease-permits": `redlease, ${PERMITS} permits`,
@@ -196,6 +208,9 @@ export function settingsText(lib: LibId, tuned: boolean): string {
     case "fenced":
       return `node-redis v4, two EVALSHA per cycle, a fresh owner each: acquire = ${JSON.stringify(FENCED_ACQUIRE)}, ` +
         `release = ${JSON.stringify(FENCED_RELEASE)} (the floor scripts of bench/scripts_cost.ts)`;
+    case "fenced-io":
+      return `as fenced (the same scripts, two per cycle, a fresh owner each) on an ioredis client: ` +
+        `evalsha(sha, 2, lease, queue, owner, ${LEASE_MS}), after SCRIPT LOAD at connect`;
     case "guarded":
       return `as fenced (same scripts), with each call bounded by a deadline on one shared timer (a late grant given ` +
         `back), a hold record and a watchdog entry per lease (renewal at a third of the ${LEASE_MS} ms TTL: ${
@@ -240,6 +255,8 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   fifo: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
   // EVALSHA (+ SCRIPT LOAD once). Lua calls TIME, SET, EXISTS, GET.
   fenced: /^(evalsha|script\|.*)$/,
+  // As fenced (ioredis: EVALSHA, SCRIPT LOAD at connect; its handshake sends nothing else counted here).
+  "fenced-io": /^(evalsha|script\|.*)$/,
   // As fenced. Lua calls TIME, SET, EXISTS, GET (and PEXPIRE in a renewal).
   guarded: /^(evalsha|script\|.*)$/,
   // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls TIME, SET, PTTL, ZADD, PEXPIRE, GET, ZPOPMIN, PUBLISH.
@@ -649,6 +666,33 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
             async release(h) {
               const [keys, owner] = h as [string[], string];
               await c.sendCommand(["EVALSHA", rel, "2", ...keys, owner, "10000"]);
+            },
+            close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "fenced-io": {
+      await import("ioredis");
+      return {
+        async connect(url) {
+          const c = await ioredisClient(url);
+          await Promise.all([FENCED_ACQUIRE, FENCED_RELEASE].map((s) => c.script("LOAD", s)));
+          const acq = sha1(FENCED_ACQUIRE), rel = sha1(FENCED_RELEASE);
+          return {
+            async acquire(name) {
+              const lease = `fenced:{${name}}`, queue = `fenced:{${name}}:q`, owner = randomUUID();
+              const deadline = performance.now() + WAIT_MS;
+              for (;;) {
+                const f = await c.evalsha(acq, 2, lease, queue, owner, LEASE_MS);
+                if (f !== 0) return [lease, queue, owner];
+                if (performance.now() >= deadline) throw new Error(`fenced-io: not acquired within ${WAIT_MS} ms`);
+                await sleep(RAW_POLL_MS);
+              }
+            },
+            async release(h) {
+              const [lease, queue, owner] = h as [string, string, string];
+              await c.evalsha(rel, 2, lease, queue, owner, 10000);
             },
             close: async () => void await c.quit(),
           };

@@ -35,6 +35,7 @@ export const COLORS: Record<string, string> = {
   "fifo": "#ff7f0e",
   "redlease-io": "#e377c2",
   "fenced": "#bcbd22",
+  "fenced-io": "#e7e75a",
   "guarded": "#dbdb8d",
   "fairfenced": "#8c564b",
 };

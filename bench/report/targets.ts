@@ -106,6 +106,7 @@ export function targets(
         "ring",
         "fifo",
         "fenced",
+        "fenced-io",
         "guarded",
         "fairfenced",
       ]
