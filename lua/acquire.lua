@@ -52,8 +52,22 @@ elseif string.find(v, '^%d+$') and #v <= FENCE_DIGITS and redis.call('EXISTS', q
   redis.call('SET', h, held(f, aid, '1', nil, owner, lag), 'PX', ttl)
   return f
 end
--- @include _record.lua (record)
 -- @include _queue.lua
+-- Held by another owner, without a lock delay (the common contended case, a waiter's call): told apart by one match
+-- of two captures, before record() (a closure, six captures and their conversions). Busy for the holder's PTTL, or,
+-- for a grant handed over and not claimed yet, for what is left of its claim window; a window that has passed goes
+-- on to the general path below (which takes the grant back).
+if v then
+  local cb, o = string.match(v, '^%d+:[^:]*:%d+:(%d*):(.*)$')
+  if o and o ~= owner then
+    if cb == '' then return busy(q, entry, fresh, ARGV[5], redis.call('PTTL', h)) end
+    local by, now = tonumber(cb), tonumber(fresh)
+    if by >= now then
+      return busy(q, entry, fresh, ARGV[5], math.min(redis.call('PTTL', h), math.floor((by - now) / 1000) + 1))
+    end
+  end
+end
+-- @include _record.lua (record)
 local now = tonumber(fresh)
 local fence, gid, c, by, gowner, smode, dly = record(v)
 -- Held by another owner, claimed or handed over and still within its claim window: the contended path, kept cheap
