@@ -23,13 +23,14 @@ local pub = ARGV[6] or 'PUBLISH'
 if entry ~= '' then redis.call('ZREM', q, entry) end
 -- @include _record.lua (held)
 local v = redis.call('GET', h)
--- The uncontended release first, on the common record: one hold, no claim deadline, no lock delay
--- ("<fence>:<attempt id>:1::<owner>", see _record.lua). One match of two captures tells it (record()'s six, its
--- closure and its number conversions are for the other shapes, below), and it needs no alive() check (no delay).
+-- The uncontended release first, on the common record: one hold, no lock delay ("<fence>:<attempt id>:1:<claim
+-- by>:<owner>", see _record.lua; a claim deadline, of a grant released before it was claimed, matters only to a
+-- hold that stays). One match of two captures tells it (record()'s six, its closure and its number conversions are
+-- for the other shapes, below), and it needs no alive() check (no delay).
 -- Whether anyone waits is one EXISTS of the queue and the holder set (an integer: ZPOPMIN's empty reply is a table
 -- to build and collect on every call), which also tells the handoff whether shared holds live (see below).
 local fs, o, f, top, now
-if v and aid == '' then fs, o = string.match(v, '^(%d+):[^:]*:1::(.*)$') end
+if v and aid == '' then fs, o = string.match(v, '^(%d+):[^:]*:1:%d*:(.*)$') end
 if o == owner and (hold_fence == '' or fs == hold_fence) then
   local queued = redis.call('EXISTS', q, s)
   if queued > 0 then top = redis.call('ZPOPMIN', q) end

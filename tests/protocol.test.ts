@@ -266,4 +266,31 @@ describe("the lease protocol", () => {
     assert.ok(grant.fence > h.fence!);
     assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "w1", holds: 1 }]);
   });
+
+  test("a grant its waiter releases before claiming it goes on like any last hold; a claim drops only its deadline", async () => {
+    const name = fresh();
+    const keys = keysOf("redlease", name);
+    const h = await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 30_000, attempt: attemptId() });
+    const [w1, w2] = [attemptId(), attemptId()];
+    await acquireCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, attempt: w1, entry: entryOf(w1, "w1", 5_000) });
+    await acquireCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2", 5_000) });
+    messages.length = 0;
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence }), "handed-over");
+    await until("w1's grant message", () => messages.some((m) => m.attempt === w1));
+    const g1 = messages.find((m) => m.attempt === w1);
+    if (g1?.kind !== "grant") throw new Error("w1 was not granted the lease");
+    assert.match((await admin.get(keys.hash)) ?? "", new RegExp(`^${g1.fence}:${w1}:1:\\d+:w1$`), "unclaimed");
+    // Released before it was claimed: handed to the next waiter.
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "w1", fence: g1.fence }), "handed-over");
+    await until("w2's grant message", () => messages.some((m) => m.attempt === w2));
+    const g2 = messages.find((m) => m.attempt === w2);
+    if (g2?.kind !== "grant") throw new Error("w2 was not granted the lease");
+    assert.ok(g2.fence > g1.fence);
+    assert.equal(await extendCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, fence: g1.fence }), false);
+    // The claim keeps the fence, the attempt and the count, and drops the deadline.
+    assert.equal(await extendCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, fence: g2.fence }), true);
+    assert.equal(await admin.get(keys.hash), `${g2.fence}:${w2}:1::w2`);
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "w2", fence: g2.fence }), "freed");
+    assert.equal(await admin.get(keys.hash), String(g2.fence));
+  });
 });
