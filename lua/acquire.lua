@@ -53,12 +53,13 @@ elseif string.find(v, '^%d+$') and #v <= FENCE_DIGITS and redis.call('EXISTS', q
   return f
 end
 -- @include _queue.lua
--- Held by another owner, without a lock delay (the common contended case, a waiter's call): told apart by one match
--- of two captures, before record() (a closure, six captures and their conversions). Busy for the holder's PTTL, or,
--- for a grant handed over and not claimed yet, for what is left of its claim window; a window that has passed goes
--- on to the general path below (which takes the grant back).
+-- Held by another owner, claimed or handed over and still within its claim window (the common contended case, a
+-- waiter's call): told apart by one match of two captures, before record() (a closure, six captures and their
+-- conversions). Busy for the holder's PTTL, or what is left of an unclaimed grant's claim window. Past that window,
+-- the slow path takes it back (or, with a lock delay, waits for its end). A hold in its lock delay is busy for its
+-- PTTL, the delay's end.
 if v then
-  local cb, o = string.match(v, '^%d+:[^:]*:%d+:(%d*):(.*)$')
+  local cb, o = string.match(v, '^%d+:[^:]*:%d+:(%d*)d?%d*:(.*)$')
   if o and o ~= owner then
     if cb == '' then return busy(q, entry, fresh, ARGV[5], redis.call('PTTL', h)) end
     local by, now = tonumber(cb), tonumber(fresh)
@@ -70,15 +71,6 @@ end
 -- @include _record.lua (record)
 local now = tonumber(fresh)
 local fence, gid, c, by, gowner, smode, dly = record(v)
--- Held by another owner, claimed or handed over and still within its claim window: the contended path, kept cheap
--- as well (no closures but record and busy): the holder's PTTL, or what is left of an unclaimed grant's claim
--- window. Past that window, the slow path takes it back (or, with a lock delay, waits for its end). A hold in its
--- lock delay is busy for its PTTL, the delay's end.
-if gowner and gowner ~= owner and (not by or by >= now) then
-  local r = redis.call('PTTL', h)
-  if by then r = math.min(r, math.floor((by - now) / 1000) + 1) end
-  return busy(q, entry, fresh, ARGV[5], r)
-end
 -- @include _handoff.lua
 
 -- No exclusive holder: shared holds or permits may live (then the caller waits, or is refused); else the head of
