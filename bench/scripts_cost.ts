@@ -212,6 +212,26 @@ try {
       "10000",
       String(fa[i]),
     ], (r) => num(r) === 2);
+    // The same names again, released moments ago: their records are the kept fences (FENCE_RETAIN_MS), as when
+    // one name is locked and unlocked in a loop.
+    const fr = await measure("acquire.lua: free, its fence kept by a release moments ago", (i) => [
+      "EVALSHA",
+      ACQUIRE.sha,
+      "4",
+      ...KR(`a${run}:`, i),
+      waiter(i),
+      "30000",
+      wid(i),
+    ], (r) => num(r) > 0);
+    await measure("release.lua: last hold, no waiter, after that re-acquire", (i) => [
+      "EVALSHA",
+      RELEASE.sha,
+      "4",
+      ...KR(`a${run}:`, i),
+      waiter(i),
+      "10000",
+      String(fr[i]),
+    ], (r) => num(r) === 2);
     // Contended: hold b<i> by owner(i), then a waiter queues, then the holder releases and hands over.
     const fb = await all((i) => [
       "EVALSHA",
@@ -361,6 +381,10 @@ try {
     "acquire.lua: free (uncontended acquire)",
     "release.lua: last hold, no waiter (uncontended release)",
   );
+  const again = pair(
+    "acquire.lua: free, its fence kept by a release moments ago",
+    "release.lua: last hold, no waiter, after that re-acquire",
+  );
   const fifo = pair(
     "floor, fair: queue the waiter (SET NX PX, RPUSH)",
     "floor, fair: hand over (GET, LPOP, SET PX, PUBLISH)",
@@ -385,7 +409,8 @@ try {
       `fenced floor ${r2(floor)} (${r2(floor / raw)}× raw; ${r2(floorDel)} = ${
         r2(floorDel / raw)
       }× deleting the key); ` +
-      `redlease ${r2(ours)} (${r2(ours / raw)}× raw, ${r2(ours / floor)}× the floor)`,
+      `redlease ${r2(ours)} (${r2(ours / raw)}× raw, ${r2(ours / floor)}× the floor); ` +
+      `redlease on a name released moments ago ${r2(again)} (${r2(again / floor)}× the floor)`,
   );
 } finally {
   await Promise.all([c.quit(), admin.quit(), sub.quit()].map((p) => p.catch(() => {})));

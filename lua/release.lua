@@ -18,44 +18,76 @@
 --          1 one hold released and the owner still holds it (reentrant count > 0),
 --          2 released and freed, 3 released and handed to a waiting client.
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local hold_fence, aid, entry = ARGV[3], ARGV[4] or '', ARGV[5] or ''
+local owner, hold_fence, aid, entry = ARGV[1], ARGV[3], ARGV[4] or '', ARGV[5] or ''
 if entry ~= '' then redis.call('ZREM', q, entry) end
--- The uncontended paths first. They make no closure but record()'s (alive() and write_free() are inlined, and the
--- other helpers are included after them): a closure costs on every call.
--- @include _record.lua (record, alive, write_free)
-local f, a, c, by, o, _m, dly, fs = record(redis.call('GET', h), true)
-if o ~= ARGV[1] or (hold_fence ~= '' and fs ~= hold_fence) or (aid ~= '' and a ~= aid) then
-  return 0
-end
-if not alive(h, dly) then return 0 end
-local top
-if c == 1 then
-  -- The last hold.
-  top = redis.call('ZPOPMIN', q)
-  if not top[1] then
-    -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
-    -- burst of grants may have run the fence ahead of the clock). Shared holds the owner added while exclusive (a
-    -- downgrade) stay in the holder set, and every path that finds the lease free counts them (_holders.lua).
-    write_free(h, fs, ARGV[2])
-    return 2
+-- @include _record.lua (held, alive, write_free)
+local v = redis.call('GET', h)
+-- The common record first: one hold, no lock delay ("<fence>:<attempt id>:1:<claim by>:<owner>", see _record.lua;
+-- a claim deadline, of a grant released before it was claimed, matters only to a hold that stays). One match of two
+-- captures tells it, with no alive() check (no delay): record() (a closure, six captures and their conversions) is
+-- for the other shapes, an undo, and the holds that stay.
+local fs, o, f, a, c, by, dly, top, now
+if v and aid == '' then fs, o = string.match(v, '^(%d+):[^:]*:1:%d*:(.*)$') end
+if o == owner and (hold_fence == '' or fs == hold_fence) then
+  c = 1
+else
+-- @include _record.lua (record)
+  local _m
+  f, a, c, by, o, _m, dly, fs = record(v, true)
+  if o ~= owner or (hold_fence ~= '' and fs ~= hold_fence) or (aid ~= '' and a ~= aid) then
+    return 0
+  end
+  if not alive(h, dly) then return 0 end
+  if c ~= 1 then
+    -- An undone attempt is forgotten (a repeated undo must not drop another hold). (held() is inlined: its
+    -- arguments must be names.)
+    if aid ~= '' then a = '' end
+    local left = c - 1
+    redis.call('SET', h, held(fs, a, left, by, o, dly), 'KEEPTTL')
+    return 1
   end
 end
--- @include _record.lua (write_held)
-if c ~= 1 then
-  -- An undone attempt is forgotten (a repeated undo must not drop another hold).
-  if aid ~= '' then a = '' end
-  write_held(h, fs, a, c - 1, by, o, dly)
-  return 1
+-- The last hold. Whether anyone waits is one EXISTS of the queue and the holder set (an integer: ZPOPMIN's empty
+-- reply is a table to build and collect on every call), which also tells the handoff whether shared holds live.
+local queued = redis.call('EXISTS', q, s)
+if queued > 0 then top = redis.call('ZPOPMIN', q) end
+if not (top and top[1]) then
+  -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
+  -- burst of grants may have run the fence ahead of the clock). Shared holds the owner added while exclusive (a
+  -- downgrade) stay in the holder set, and every path that finds the lease free counts them (_holders.lua).
+  write_free(h, fs, ARGV[2])
+  return 2
+end
+f = tonumber(fs)
+local pub = ARGV[6] or 'PUBLISH'
+if queued == 1 then
+  -- The common handoff: a waiter was popped and no holder set exists (EXISTS counted the queue only), so the lease
+  -- is free for it. An exclusive waiter is granted here as admit() would (see _handoff.lua: the fence, the message,
+  -- the unclaimed record with its claim deadline), without admit()'s closures and table. Any other head (shared,
+  -- permits, not an entry), or one whose client is gone (PUBLISH 0: its fence consumed), goes on below.
+  local cid, wid, wms, lag, cms, kind, wo = string.match(top[1], '^([^|]*)|([^|]*)|(%d+)d?(%d*)|(%d+)|([^|]*)|(.*)$')
+  if kind == 'x' then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if f >= now then f = f + 1 else f = now end
+    local gs = string.format('%d', f)
+    if redis.call(pub, h .. ':w:' .. cid, wid .. ':' .. gs .. ':' .. top[2] .. ':' .. string.format('%d', now)) > 0 then
+      local until_us, lag_ms = now + tonumber(cms) * 1000, tonumber(lag)
+      redis.call('SET', h, held(gs, wid, '1', until_us, wo, lag_ms), 'PX', tonumber(wms) + (lag_ms or 0))
+      return 3
+    end
+    top = nil
+  end
 end
 -- Handed to a waiter (no table until one is found).
 -- @include _handoff.lua
-local now = now_us()
+now = now or now_us()
 local n, mode = holders(s, d, now)
 if n > 0 then
   -- The owner added shared holds while exclusive (a downgrade): they stay, and the lease is now shared.
   write_set(h, f, mode, latest(s))
 end
-local w = { h = h, q = q, s = s, d = d, pub = ARGV[6] or 'PUBLISH', last = f, top = top, mode = mode, n = n, now = now }
+local w = { h = h, q = q, s = s, d = d, pub = pub, last = f, top = top, mode = mode, n = n, now = now }
 admit(w)
 if w.granted then return 3 end
 if not w.mode then write_free(h, w.last, ARGV[2]) end

@@ -209,4 +209,88 @@ describe("the lease protocol", () => {
     assert.equal(await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence }), "freed");
     assert.equal((await inspect(admin, name)).waiters, 0);
   });
+
+  test("a dead waiter skipped by a handoff consumes a fence, and the live one behind it is granted a larger one", async () => {
+    const name = fresh();
+    const keys = keysOf("redlease", name);
+    const h = await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 30_000, attempt: attemptId() });
+    const [dead, live] = [attemptId(), attemptId()];
+    const gone = { ...entryOf(dead, "gone"), clientId: "nobody" };
+    await acquireCall(st, keys, { kind: "x", owner: "gone", ms: 30_000, attempt: dead, entry: gone });
+    await acquireCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, attempt: live, entry: entryOf(live, "w1") });
+    messages.length = 0;
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence }), "handed-over");
+    await until("the live waiter's grant message", () => messages.some((m) => m.attempt === live));
+    const grant = messages.find((m) => m.attempt === live);
+    assert.equal(grant?.kind, "grant");
+    if (grant?.kind !== "grant") return;
+    assert.ok(grant.fence > h.fence! + 1, "the dead waiter's grant took a fence of its own");
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "w1", holds: 1 }]);
+    assert.equal((await inspect(admin, name)).waiters, 0);
+  });
+
+  test("a name released moments ago is taken again with a larger fence, also when its kept fence is ahead of the clock", async () => {
+    const name = fresh();
+    const keys = keysOf("redlease", name);
+    const first = await acquireCall(st, keys, { kind: "x", owner: "a", ms: 30_000, attempt: attemptId() });
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "a", fence: first.fence }), "freed");
+    assert.equal(await admin.get(keys.hash), String(first.fence), "the fence is kept");
+    const again = await acquireCall(st, keys, { kind: "x", owner: "b", ms: 30_000, attempt: attemptId() });
+    assert.ok(again.fence! > first.fence!);
+    assert.ok((await admin.pTTL(keys.hash)) > 10_000, "the new hold has its own TTL");
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "b", holds: 1 }]);
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "b", fence: again.fence }), "freed");
+    // A burst of grants may have run the fence ahead of the clock: the next is then the kept one + 1.
+    await admin.set(keys.hash, "8999999999999999", { PX: 10_000 });
+    const ahead = await acquireCall(st, keys, { kind: "x", owner: "c", ms: 30_000, attempt: attemptId() });
+    assert.equal(ahead.fence, 9000000000000000);
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "c", fence: ahead.fence }), "freed");
+    assert.equal(await admin.get(keys.hash), "9000000000000000");
+  });
+
+  test("a name released moments ago with a waiter queued goes to that waiter, not to a newcomer", async () => {
+    const name = fresh();
+    const keys = keysOf("redlease", name);
+    const h = await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 30_000, attempt: attemptId() });
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence }), "freed");
+    // (A waiter queued while the record is the kept fence: as when its holder's grant lapsed.)
+    const w1 = attemptId();
+    await admin.zAdd(keys.queue, { score: Date.now() * 1000, value: `c1|${w1}|30000|200|x|w1` });
+    messages.length = 0;
+    const newcomer = await acquireCall(st, keys, { kind: "x", owner: "new", ms: 30_000, attempt: attemptId() });
+    assert.equal(newcomer.fence, undefined, "the newcomer waits");
+    await until("w1's grant message", () => messages.some((m) => m.attempt === w1));
+    const grant = messages.find((m) => m.attempt === w1);
+    assert.equal(grant?.kind, "grant");
+    if (grant?.kind !== "grant") return;
+    assert.ok(grant.fence > h.fence!);
+    assert.deepEqual(holdsOf(await inspect(admin, name)), [{ owner: "w1", holds: 1 }]);
+  });
+
+  test("a grant its waiter releases before claiming it goes on like any last hold; a claim drops only its deadline", async () => {
+    const name = fresh();
+    const keys = keysOf("redlease", name);
+    const h = await acquireCall(st, keys, { kind: "x", owner: "holder", ms: 30_000, attempt: attemptId() });
+    const [w1, w2] = [attemptId(), attemptId()];
+    await acquireCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, attempt: w1, entry: entryOf(w1, "w1", 5_000) });
+    await acquireCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, attempt: w2, entry: entryOf(w2, "w2", 5_000) });
+    messages.length = 0;
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "holder", fence: h.fence }), "handed-over");
+    await until("w1's grant message", () => messages.some((m) => m.attempt === w1));
+    const g1 = messages.find((m) => m.attempt === w1);
+    if (g1?.kind !== "grant") throw new Error("w1 was not granted the lease");
+    assert.match((await admin.get(keys.hash)) ?? "", new RegExp(`^${g1.fence}:${w1}:1:\\d+:w1$`), "unclaimed");
+    // Released before it was claimed: handed to the next waiter.
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "w1", fence: g1.fence }), "handed-over");
+    await until("w2's grant message", () => messages.some((m) => m.attempt === w2));
+    const g2 = messages.find((m) => m.attempt === w2);
+    if (g2?.kind !== "grant") throw new Error("w2 was not granted the lease");
+    assert.ok(g2.fence > g1.fence);
+    assert.equal(await extendCall(st, keys, { kind: "x", owner: "w1", ms: 30_000, fence: g1.fence }), false);
+    // The claim keeps the fence, the attempt and the count, and drops the deadline.
+    assert.equal(await extendCall(st, keys, { kind: "x", owner: "w2", ms: 30_000, fence: g2.fence }), true);
+    assert.equal(await admin.get(keys.hash), `${g2.fence}:${w2}:1::w2`);
+    assert.equal(await releaseCall(st, keys, { kind: "x", owner: "w2", fence: g2.fence }), "freed");
+    assert.equal(await admin.get(keys.hash), String(g2.fence));
+  });
 });
