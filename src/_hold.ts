@@ -395,7 +395,15 @@ export class Hold {
         heldMs: now - this.#since,
       });
     }
-    return this.#endHooks ? sent.finally(() => this.#handles.length === 0 ? this.#runEndHooks() : undefined) : sent;
+    return this.#endHooks ? this.#hooksAfter(sent) : sent;
+  }
+
+  /**
+   * `sent`, settled once the end hooks have run if the hold has ended by then. (Its own method: its closure would cost
+   * every release a context.)
+   */
+  #hooksAfter(sent: Promise<boolean>): Promise<boolean> {
+    return sent.finally(() => this.#handles.length === 0 ? this.#runEndHooks() : undefined);
   }
 
   /**
