@@ -332,13 +332,28 @@ function within(p: Promise<boolean>, ms: number, signal: AbortSignal | undefined
 }
 
 /** acquire() after validation. */
-export async function acquireResolved(client: RedisLike, opts: Resolved): Promise<LeaseImpl> {
+export function acquireResolved(client: RedisLike, opts: Resolved): Promise<LeaseImpl> {
   const attempt = new Attempt(client, opts);
-  const queue = opts.waitMs > 0 && attempt.state.canListen;
-  let waited: Waited | undefined;
-  // (One async frame for the whole call: the uncontended path allocates no more promises than it must.)
+  if (opts.replicas > 0 || (queues(attempt) && attempt.state.subscribed(attempt.keys))) return acquireWaiting(attempt);
+  // The uncontended path: a plain try, whose reply grants the lease in the same step (no async frame: its state and
+  // promises would cost every acquire, and live across the round trip). Anything else goes on in afterTry().
+  return attempt.call().then((reply) => {
+    const lease = reply.fence === undefined ? undefined : attempt.fromReply(reply, attempt.start);
+    return lease ? acquiredBy(attempt, lease, true) : afterTry(attempt, reply);
+  }, (e) => abandoned(attempt, e));
+}
+
+/** Whether the attempt waits in the queue (else it fails at once, or polls). */
+function queues(attempt: Attempt): boolean {
+  return attempt.opts.waitMs > 0 && attempt.state.canListen;
+}
+
+/** acquire() with replicas to confirm, or of a name this client waited for moments ago (it is contended). */
+async function acquireWaiting(attempt: Attempt): Promise<LeaseImpl> {
+  const opts = attempt.opts;
+  let waited: Waited;
   try {
-    if (queue && attempt.state.subscribed(attempt.keys)) {
+    if (queues(attempt) && attempt.state.subscribed(attempt.keys)) {
       // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
       waited = await waitQueued(attempt, -1);
     } else {
@@ -349,25 +364,54 @@ export async function acquireResolved(client: RedisLike, opts: Resolved): Promis
         throw await attempt.abandon(e);
       }
       const lease = reply.fence === undefined ? undefined : attempt.fromReply(reply, attempt.start);
-      if (lease) waited = { lease, wrote: true };
-      else if (opts.waitMs === 0) throw attempt.timeout(reply.retryMs ?? 0);
-      else {
-        opts.signal?.throwIfAborted();
-        // A late grant, being undone: never re-checked under the same attempt (see restart()).
-        if (reply.fence !== undefined) await attempt.restart();
-        const retryMs = reply.retryMs ?? 0;
-        waited = queue ? await waitQueued(attempt, retryMs) : await waitPolling(attempt, retryMs);
-      }
+      waited = lease ? { lease, wrote: true } : await waitAfterTry(attempt, reply);
     }
     if (opts.replicas > 0) await confirmReplicated(attempt, waited.lease, waited.wrote);
   } catch (e) {
-    const ev = attempt.state.events;
-    if (ev) failedEvent(ev, opts.name, eventKind(opts.kind, opts.leader), e, opts.signal, attempt.start);
-    throw e;
+    throw failed(attempt, e);
   }
+  return acquiredBy(attempt, waited.lease, waited.wrote);
+}
+
+/** The plain try's call failed with `e`: undo it, and fail. */
+async function abandoned(attempt: Attempt, e: unknown): Promise<never> {
+  throw failed(attempt, await attempt.abandon(e));
+}
+
+/** The plain try did not grant the lease (`reply`): fail at once, or wait for it. */
+async function afterTry(attempt: Attempt, reply: Acquired): Promise<LeaseImpl> {
+  let waited: Waited;
+  try {
+    waited = await waitAfterTry(attempt, reply);
+  } catch (e) {
+    throw failed(attempt, e);
+  }
+  return acquiredBy(attempt, waited.lease, waited.wrote);
+}
+
+/** After a plain try that did not grant the lease (`reply`): a timeout at once without a wait, else the wait. */
+async function waitAfterTry(attempt: Attempt, reply: Acquired): Promise<Waited> {
+  const opts = attempt.opts;
+  if (opts.waitMs === 0) throw attempt.timeout(reply.retryMs ?? 0);
+  opts.signal?.throwIfAborted();
+  // A late grant, being undone: never re-checked under the same attempt (see restart()).
+  if (reply.fence !== undefined) await attempt.restart();
+  const retryMs = reply.retryMs ?? 0;
+  return queues(attempt) ? await waitQueued(attempt, retryMs) : await waitPolling(attempt, retryMs);
+}
+
+/** The acquire took `lease` (written by its own call, or handed over): told to the event handler, if any. */
+function acquiredBy(attempt: Attempt, lease: LeaseImpl, wrote: boolean): LeaseImpl {
   const ev = attempt.state.events;
-  if (ev) acquiredEvent(ev, waited.lease, attempt.start, attempt.queued, !waited.wrote);
-  return waited.lease;
+  if (ev) acquiredEvent(ev, lease, attempt.start, attempt.queued, !wrote);
+  return lease;
+}
+
+/** The acquire fails with `e`: told to the event handler, if any; returns `e`. */
+function failed(attempt: Attempt, e: unknown): unknown {
+  const ev = attempt.state.events, opts = attempt.opts;
+  if (ev) failedEvent(ev, opts.name, eventKind(opts.kind, opts.leader), e, opts.signal, attempt.start);
+  return e;
 }
 
 interface Waited {

@@ -46,7 +46,8 @@ class Bounded<T, R> implements Due {
   // Its entry on the shared timer (see Due): due when the bound passes, unless it settles first.
   at = Infinity;
   i = -1;
-  t: Timer | undefined = undefined;
+  /** (Set only where timers are not shared: see Due.) */
+  declare t?: Timer;
   patience = 0;
   waits = 0;
   /** Set once settled: the caller gave up or has its outcome, and nothing may be sent for it any more. */

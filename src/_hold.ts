@@ -84,6 +84,9 @@ export interface Granted {
   readonly claimAt?: number;
 }
 
+/** The handles of a hold that has none yet (shared, never written: see Hold#attach). */
+const NO_HANDLES: LeaseImpl[] = [];
+
 /** One hold of this process on one target: see the top of this file. */
 export class Hold {
   // What the hold is: fixed at the grant.
@@ -106,7 +109,7 @@ export class Hold {
 
   // Its state: changed only by the methods below.
   /** The live Lease handles on this hold (nearly always just one). */
-  readonly #handles: LeaseImpl[] = [];
+  #handles: LeaseImpl[] = NO_HANDLES;
   #lost = false;
   /** Why it was lost (set by lose()). */
   #lostWith: LeaseLostError | undefined;
@@ -207,7 +210,9 @@ export class Hold {
 
   /** A new handle on this hold (see grant()): its timer is armed for it. */
   attach(lease: LeaseImpl): void {
-    this.#handles.push(lease);
+    // (The first handle makes an array of one: an empty one grown by push() would be made room for 17.)
+    if (this.#handles === NO_HANDLES) this.#handles = [lease];
+    else this.#handles.push(lease);
     this.#arm();
   }
 
