@@ -219,13 +219,14 @@ export class Hold {
   /** Take `lease` off this hold; true when it was the last handle. */
   #detach(lease: LeaseImpl): boolean {
     const handles = this.#handles;
-    // (Nearly always its only handle: popped, not spliced, which would allocate an array of the removed.)
-    if (handles[handles.length - 1] === lease) handles.pop();
+    // (Nearly always its only handle: the array is dropped, not emptied, which V8 does by trimming it in the runtime.)
+    if (handles.length === 1 && handles[0] === lease) this.#handles = NO_HANDLES;
+    else if (handles[handles.length - 1] === lease) handles.pop();
     else {
       const i = handles.indexOf(lease);
       if (i >= 0) handles.splice(i, 1);
     }
-    return handles.length === 0;
+    return this.#handles.length === 0;
   }
 
   /**
