@@ -43,34 +43,43 @@ const ignore = () => {};
  * they live across a round trip (64 calls in flight survive scavenges).
  */
 class Bounded<T, R> implements Due {
+  // (Fields declared, and set in the constructor in one order: initializers would define each field once more.)
   // Its entry on the shared timer (see Due): due when the bound passes, unless it settles first.
-  at = Infinity;
-  i = -1;
+  declare at: number;
+  declare i: number;
   /** (Set only where timers are not shared: see Due.) */
   declare t?: Timer;
-  patience = 0;
-  waits = 0;
+  declare patience: number;
+  declare waits: number;
   /** Set once settled: the caller gave up or has its outcome, and nothing may be sent for it any more. */
-  over = false;
-  readonly bound: Bound | undefined;
-  readonly abort: AbortController | undefined;
-  readonly #decode: ((value: T) => R) | undefined;
-  #resolve: (value: R) => void = resolveNext as (value: R) => void;
-  #reject: (reason: unknown) => void = rejectNext;
+  declare over: boolean;
+  declare readonly bound: Bound | undefined;
+  declare readonly abort: AbortController | undefined;
+  declare readonly decode: ((value: T) => R) | undefined;
+  declare resolve: (value: R) => void;
+  declare reject: (reason: unknown) => void;
   /** The bound from the start, ms (what a timeout says). */
-  #ms = 0;
+  declare ms: number;
 
   constructor(bound: Bound | undefined, abort: AbortController | undefined, decode: ((value: T) => R) | undefined) {
+    this.at = Infinity;
+    this.i = -1;
+    this.patience = 0;
+    this.waits = 0;
+    this.over = false;
     this.bound = bound;
     this.abort = abort;
-    this.#decode = decode;
+    this.decode = decode;
+    this.resolve = resolveNext as (value: R) => void;
+    this.reject = rejectNext;
+    this.ms = 0;
   }
 
   /** Settle as `pending` does, within the bound: the caller's promise. */
   wait(pending: Promise<T>): Promise<R> {
     const promise = new Promise<R>(capture);
-    this.#resolve = resolveNext as (value: R) => void;
-    this.#reject = rejectNext;
+    this.resolve = resolveNext as (value: R) => void;
+    this.reject = rejectNext;
     const bound = this.bound, signal = bound?.signal;
     if (signal?.aborted) {
       pending.then(undefined, ignore); // sent already: its failure is nobody's now, and must not go unhandled
@@ -78,7 +87,7 @@ class Bounded<T, R> implements Due {
       return promise;
     }
     if (bound && bound.until !== Infinity) {
-      const ms = this.#ms = Math.max(0, Math.round(bound.until - performance.now()));
+      const ms = this.ms = Math.max(0, Math.round(bound.until - performance.now()));
       // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
       // Patient: a reply that came while the process was busy past the bound is read before it counts as none, and
       // a command the pause kept from going out gets a round trip (no more than its whole bound).
@@ -98,7 +107,7 @@ class Bounded<T, R> implements Due {
 
   /** The shared timer's call: the bound passed without a reply. */
   fn(): void {
-    this.settle(true, new RedisTimeoutError(this.bound!.name, this.#ms));
+    this.settle(true, new RedisTimeoutError(this.bound!.name, this.ms));
   }
 
   /** The bound's signal aborted (an EventListener object: no closure per call). */
@@ -112,13 +121,13 @@ class Bounded<T, R> implements Due {
     this.bound?.signal?.removeEventListener("abort", this);
     if (failed) {
       this.abort?.abort(value);
-      return this.#reject(value);
+      return this.reject(value);
     }
     try {
-      const decode = this.#decode;
-      this.#resolve(decode ? decode(value as T) : value as R);
+      const decode = this.decode;
+      this.resolve(decode ? decode(value as T) : value as R);
     } catch (e) {
-      this.#reject(e);
+      this.reject(e);
     }
   }
 }
@@ -148,21 +157,22 @@ interface Channel {
  * where it can (see `send`).
  */
 class ScriptCall<R> extends Bounded<unknown, R> {
-  readonly driver: Driver;
+  // (Declared and set in the constructor, as Bounded's.)
+  declare readonly driver: Driver;
   /** Its connection's sends of script texts (see Connection#sent). */
-  readonly sent: Map<string, Promise<unknown>>;
-  readonly script: Script;
-  readonly keys: readonly string[];
-  readonly args: string[];
+  declare readonly sent: Map<string, Promise<unknown>>;
+  declare readonly script: Script;
+  declare readonly keys: readonly string[];
+  declare readonly args: string[];
   /** The send of the script's text known when the latest EVALSHA left. */
-  seen: Promise<unknown> | undefined = undefined;
+  declare seen: Promise<unknown> | undefined;
   /** When its first failure came: the time left from then is what a timeout's message reports. */
-  failedAt: number | undefined = undefined;
-  tries = 0;
+  declare failedAt: number | undefined;
+  declare tries: number;
   /** How many times it waited for another call's send of the script's text. */
-  textWaits = 0;
+  declare textWaits: number;
   /** Whether this call sends the script's text. */
-  own = false;
+  declare own: boolean;
 
   // Long: one field per argument, as a constructor is.
   constructor(
@@ -181,6 +191,11 @@ class ScriptCall<R> extends Bounded<unknown, R> {
     this.script = script;
     this.keys = keys;
     this.args = args;
+    this.seen = undefined;
+    this.failedAt = undefined;
+    this.tries = 0;
+    this.textWaits = 0;
+    this.own = false;
   }
 
   /** Sent again where it can be (see `send`), else it fails: only a failed call pays for its recovery. */
