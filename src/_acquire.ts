@@ -98,16 +98,17 @@ export function acquireAny(client: RedisLike | Redlock, opts: Resolved): Promise
 
 /** One acquire call: what it talks to, who it is for, and its bounds. */
 class Attempt {
-  readonly state: ClientState;
-  readonly opts: Resolved;
-  readonly keys: LeaseKeys;
+  // (The fields the constructor sets are declared only: see Hold.)
+  declare readonly state: ClientState;
+  declare readonly opts: Resolved;
+  declare readonly keys: LeaseKeys;
   readonly start = performance.now();
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
-  readonly deadline: number;
-  readonly bound: { until: number; signal: AbortSignal | undefined; name: string };
+  declare readonly deadline: number;
+  declare readonly bound: { until: number; signal: AbortSignal | undefined; name: string };
   // Written only by its own methods (public to read: a getter each would cost bytes in the core bundle).
   /** Who it acquires for: a generated owner is new with every restart(). */
-  owner: string;
+  declare owner: string;
   /** Names its calls and its undo: new with every restart(). */
   id = attemptId();
   /** Whether it waited (a `queued` event was told). */

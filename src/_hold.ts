@@ -89,23 +89,24 @@ const NO_HANDLES: LeaseImpl[] = [];
 
 /** One hold of this process on one target: see the top of this file. */
 export class Hold {
-  // What the hold is: fixed at the grant.
+  // What the hold is: fixed at the grant. (Declared, and set by the constructor only: a field declared without
+  // `declare` would be defined as undefined first, on every grant.)
   /** Where it lives. */
-  readonly target: Target;
+  declare readonly target: Target;
   /** Its key in `target.holds` (see holdId()). */
-  readonly id: string;
-  readonly clock: Clock;
+  declare readonly id: string;
+  declare readonly clock: Clock;
   /** Exclusive, shared or a permit (the scripts that renew and release it depend on it). */
-  readonly kind: Kind;
-  readonly keys: LeaseKeys;
-  readonly name: string;
-  readonly owner: string;
-  readonly fence: number;
+  declare readonly kind: Kind;
+  declare readonly keys: LeaseKeys;
+  declare readonly name: string;
+  declare readonly owner: string;
+  declare readonly fence: number;
   /** Renewals count only once this many replicas acknowledged them (0: no WAIT). */
-  readonly replicas: number;
-  readonly replicaTimeoutMs: number;
+  declare readonly replicas: number;
+  declare readonly replicaTimeoutMs: number;
   /** A leadership (campaign). */
-  readonly leader: boolean;
+  declare readonly leader: boolean;
 
   // Its state: changed only by the methods below.
   /** The live Lease handles on this hold (nearly always just one). */
@@ -432,10 +433,11 @@ export class Hold {
 
 /** A handle on a hold: what acquire() returns for one name. Its signal and release are those of every handle. */
 export class LeaseImpl extends Ending implements Lease {
-  readonly hold: Hold;
-  readonly name: string;
-  readonly owner: string;
-  readonly fence: number;
+  // (Declared, and set by the constructor only: see Hold.)
+  declare readonly hold: Hold;
+  declare readonly name: string;
+  declare readonly owner: string;
+  declare readonly fence: number;
   /** The event handler told it was acquired (see Hold.tell()). */
   #told: LeaseEventHandler | undefined;
 
