@@ -339,7 +339,12 @@ export function acquireResolved(client: RedisLike, opts: Resolved): Promise<Leas
   // The uncontended path: a plain try, whose reply grants the lease in the same step (no async frame: its state and
   // promises would cost every acquire, and live across the round trip). Anything else goes on in afterTry().
   return attempt.call().then((reply) => {
-    const lease = reply.fence === undefined ? undefined : attempt.fromReply(reply, attempt.start);
+    let lease: LeaseImpl | undefined;
+    try {
+      lease = reply.fence === undefined ? undefined : attempt.fromReply(reply, attempt.start);
+    } catch (e) {
+      throw failed(attempt, e);
+    }
     return lease ? acquiredBy(attempt, lease, true) : afterTry(attempt, reply);
   }, (e) => abandoned(attempt, e));
 }
