@@ -137,9 +137,15 @@ for (const l of libs) {
   l.bytes = total / CYCLES;
   if (SITES) {
     const by = new Map<string, number>();
-    type Node = { selfSize: number; callFrame: { functionName: string; url: string; lineNumber: number }; children: Node[] };
+    type Node = {
+      selfSize: number;
+      callFrame: { functionName: string; url: string; lineNumber: number };
+      children: Node[];
+    };
     const site = (n: Node): void => {
-      const k = `${n.callFrame.functionName || "(anonymous)"} ${n.callFrame.url.split("/").pop()}:${n.callFrame.lineNumber + 1}`;
+      const k = `${n.callFrame.functionName || "(anonymous)"} ${n.callFrame.url.split("/").pop()}:${
+        n.callFrame.lineNumber + 1
+      }`;
       by.set(k, (by.get(k) ?? 0) + n.selfSize);
       n.children.forEach(site);
     };
