@@ -56,10 +56,10 @@ const CORE = "mod";
 // fenced writes themselves, their scripts included, are in redlease/fence only. Raised to 22 KB by issue 28's lock
 // delay (21,186 → 21,930 B, +0.75 KB: nearly all Lua — the delay's field in both hold records and queue entries, read
 // wherever a hold's owner is checked, in every script that grants, renews, frees or reports a hold). Raised to 22.75 KB
-// by issue 30's client cost (22,321 → 22,748 B, +0.4 KB): a script call as one object that is its own settle state,
+// by issue 30's client cost (22,321 → 22,690 B, +0.37 KB): a script call as one object that is its own settle state,
 // shared-timer entry and abort listener (classes, whose field and method names minify less than closures' variables),
 // and an uncontended acquire that resolves from its first reply without an async frame, the waits split from it
-// (bench/client_cost.ts: ~6.2 → ~4.6 KB allocated per acquire + release).
+// (bench/client_cost.ts: ~6.2 → ~4.4 KB allocated and ~2.9 → ~2.4 µs per acquire + release).
 const CORE_BUDGET_GZIP = 23_296;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
