@@ -98,16 +98,17 @@ export function acquireAny(client: RedisLike | Redlock, opts: Resolved): Promise
 
 /** One acquire call: what it talks to, who it is for, and its bounds. */
 class Attempt {
-  readonly state: ClientState;
-  readonly opts: Resolved;
-  readonly keys: LeaseKeys;
+  // (The fields the constructor sets are declared only: see Hold.)
+  declare readonly state: ClientState;
+  declare readonly opts: Resolved;
+  declare readonly keys: LeaseKeys;
   readonly start = performance.now();
   /** When waiting ends; every command is bounded by this plus ACQUIRE_GRACE_MS. */
-  readonly deadline: number;
-  readonly bound: { until: number; signal: AbortSignal | undefined; name: string };
+  declare readonly deadline: number;
+  declare readonly bound: { until: number; signal: AbortSignal | undefined; name: string };
   // Written only by its own methods (public to read: a getter each would cost bytes in the core bundle).
   /** Who it acquires for: a generated owner is new with every restart(). */
-  owner: string;
+  declare owner: string;
   /** Names its calls and its undo: new with every restart(). */
   id = attemptId();
   /** Whether it waited (a `queued` event was told). */
@@ -159,7 +160,12 @@ class Attempt {
     };
     const reply = acquireCall(this.state, this.keys, args, this.bound);
     const ev = this.state.events;
-    return ev ? reply.then((got) => (got.passedOn && this.passedOn(ev), got)) : reply;
+    return ev ? this.#telling(reply, ev) : reply;
+  }
+
+  /** `reply`, telling `ev` of a grant it passed on. (Its own method: its closure would cost every call a context.) */
+  #telling(reply: Promise<Acquired>, ev: LeaseEventHandler): Promise<Acquired> {
+    return reply.then((got) => (got.passedOn && this.passedOn(ev), got));
   }
 
   passedOn(ev: LeaseEventHandler): void {
@@ -327,13 +333,33 @@ function within(p: Promise<boolean>, ms: number, signal: AbortSignal | undefined
 }
 
 /** acquire() after validation. */
-export async function acquireResolved(client: RedisLike, opts: Resolved): Promise<LeaseImpl> {
+export function acquireResolved(client: RedisLike, opts: Resolved): Promise<LeaseImpl> {
   const attempt = new Attempt(client, opts);
-  const queue = opts.waitMs > 0 && attempt.state.canListen;
-  let waited: Waited | undefined;
-  // (One async frame for the whole call: the uncontended path allocates no more promises than it must.)
+  if (opts.replicas > 0 || (queues(attempt) && attempt.state.subscribed(attempt.keys))) return acquireWaiting(attempt);
+  // The uncontended path: a plain try, whose reply grants the lease in the same step (no async frame: its state and
+  // promises would cost every acquire, and live across the round trip). Anything else goes on in afterTry().
+  return attempt.call().then((reply) => {
+    let lease: LeaseImpl | undefined;
+    try {
+      lease = reply.fence === undefined ? undefined : attempt.fromReply(reply, attempt.start);
+    } catch (e) {
+      throw failed(attempt, e);
+    }
+    return lease ? acquiredBy(attempt, lease, true) : afterTry(attempt, reply);
+  }, (e) => abandoned(attempt, e));
+}
+
+/** Whether the attempt waits in the queue (else it fails at once, or polls). */
+function queues(attempt: Attempt): boolean {
+  return attempt.opts.waitMs > 0 && attempt.state.canListen;
+}
+
+/** acquire() with replicas to confirm, or of a name this client waited for moments ago (it is contended). */
+async function acquireWaiting(attempt: Attempt): Promise<LeaseImpl> {
+  const opts = attempt.opts;
+  let waited: Waited;
   try {
-    if (queue && attempt.state.subscribed(attempt.keys)) {
+    if (queues(attempt) && attempt.state.subscribed(attempt.keys)) {
       // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
       waited = await waitQueued(attempt, -1);
     } else {
@@ -344,25 +370,54 @@ export async function acquireResolved(client: RedisLike, opts: Resolved): Promis
         throw await attempt.abandon(e);
       }
       const lease = reply.fence === undefined ? undefined : attempt.fromReply(reply, attempt.start);
-      if (lease) waited = { lease, wrote: true };
-      else if (opts.waitMs === 0) throw attempt.timeout(reply.retryMs ?? 0);
-      else {
-        opts.signal?.throwIfAborted();
-        // A late grant, being undone: never re-checked under the same attempt (see restart()).
-        if (reply.fence !== undefined) await attempt.restart();
-        const retryMs = reply.retryMs ?? 0;
-        waited = queue ? await waitQueued(attempt, retryMs) : await waitPolling(attempt, retryMs);
-      }
+      waited = lease ? { lease, wrote: true } : await waitAfterTry(attempt, reply);
     }
     if (opts.replicas > 0) await confirmReplicated(attempt, waited.lease, waited.wrote);
   } catch (e) {
-    const ev = attempt.state.events;
-    if (ev) failedEvent(ev, opts.name, eventKind(opts.kind, opts.leader), e, opts.signal, attempt.start);
-    throw e;
+    throw failed(attempt, e);
   }
+  return acquiredBy(attempt, waited.lease, waited.wrote);
+}
+
+/** The plain try's call failed with `e`: undo it, and fail. */
+async function abandoned(attempt: Attempt, e: unknown): Promise<never> {
+  throw failed(attempt, await attempt.abandon(e));
+}
+
+/** The plain try did not grant the lease (`reply`): fail at once, or wait for it. */
+async function afterTry(attempt: Attempt, reply: Acquired): Promise<LeaseImpl> {
+  let waited: Waited;
+  try {
+    waited = await waitAfterTry(attempt, reply);
+  } catch (e) {
+    throw failed(attempt, e);
+  }
+  return acquiredBy(attempt, waited.lease, waited.wrote);
+}
+
+/** After a plain try that did not grant the lease (`reply`): a timeout at once without a wait, else the wait. */
+async function waitAfterTry(attempt: Attempt, reply: Acquired): Promise<Waited> {
+  const opts = attempt.opts;
+  if (opts.waitMs === 0) throw attempt.timeout(reply.retryMs ?? 0);
+  opts.signal?.throwIfAborted();
+  // A late grant, being undone: never re-checked under the same attempt (see restart()).
+  if (reply.fence !== undefined) await attempt.restart();
+  const retryMs = reply.retryMs ?? 0;
+  return queues(attempt) ? await waitQueued(attempt, retryMs) : await waitPolling(attempt, retryMs);
+}
+
+/** The acquire took `lease` (written by its own call, or handed over): told to the event handler, if any. */
+function acquiredBy(attempt: Attempt, lease: LeaseImpl, wrote: boolean): LeaseImpl {
   const ev = attempt.state.events;
-  if (ev) acquiredEvent(ev, waited.lease, attempt.start, attempt.queued, !waited.wrote);
-  return waited.lease;
+  if (ev) acquiredEvent(ev, lease, attempt.start, attempt.queued, !wrote);
+  return lease;
+}
+
+/** The acquire fails with `e`: told to the event handler, if any; returns `e`. */
+function failed(attempt: Attempt, e: unknown): unknown {
+  const ev = attempt.state.events, opts = attempt.opts;
+  if (ev) failedEvent(ev, opts.name, eventKind(opts.kind, opts.leader), e, opts.signal, attempt.start);
+  return e;
 }
 
 interface Waited {

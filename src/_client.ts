@@ -95,6 +95,11 @@ export function stateOf(client: RedisLike): ClientState {
   return state;
 }
 
+/** Tells `events` that `hold` was handed over. (Apart: its closure costs a release without a handler nothing.) */
+function handedOver(events: LeaseEventHandler, hold: Hold): () => void {
+  return () => emit(events, { type: "handed-over", ...hold.event() });
+}
+
 /**
  * A client: its connection, and the holds this process has through it (one watchdog per held name and owner). One
  * object, a connection with holds, because the protocol, the waiters and the holds are all handed the same client.
@@ -121,9 +126,7 @@ export class ClientState extends Connection implements Target {
     const args = { kind: hold.kind, owner: hold.owner, fence: hold.fenceText };
     const events = this.events;
     // With an event handler, a handoff is told as the reply is decoded (no promise more).
-    const over = events && hold.told === events
-      ? () => emit(events, { type: "handed-over", ...hold.event() })
-      : undefined;
+    const over = events && hold.told === events ? handedOver(events, hold) : undefined;
     return releaseHeld(this, hold.keys, args, bound, over);
   }
 }

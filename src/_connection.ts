@@ -8,59 +8,128 @@ import { log } from "./_log.ts";
 import type { Script } from "./_scripts.ts";
 import { channelOf, parseMessage, type ScriptRunner, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError } from "./errors.ts";
-import { afterMicrotasks, cancel, type Due, schedule, unrefTimeout } from "./_timers.ts";
+import { afterMicrotasks, cancel, type Due, enqueue, type Timer, unrefTimeout } from "./_timers.ts";
 import type { Driver } from "./driver.ts";
 
 /**
  * Settle as `pending` does, or reject when the bound passes (RedisTimeoutError) or its signal aborts (its reason),
  * whichever comes first. A bound passes only once the process has been looking for the reply until then: a reply
  * that came while it was busy (a pause that spans the bound) counts (see schedule()'s `patience`); `abort` (when given) is aborted too, so an abortable driver stops waiting as well.
- * `decode` maps the value inside the same step (a throw rejects), and `recover` may turn a rejection of `pending` into
- * another attempt (`over` tells it whether the call has settled meanwhile: the caller gave up, and nothing may be
- * sent for it any more): a script call is then one promise from the driver's reply to the caller's value.
+ * `decode` maps the value inside the same step (a throw rejects): a script call is one promise from the driver's
+ * reply to the caller's value (see ScriptCall, which may also turn a rejection into another attempt).
  */
 export function bounded<T, R = T>(
   pending: Promise<T>,
   bound: Bound | undefined,
   abort?: AbortController,
   decode?: (value: T) => R,
-  recover?: (e: unknown, over: () => boolean) => Promise<T>,
 ): Promise<R> {
-  return new Promise<R>((resolve, reject) => {
-    const signal = bound?.signal;
-    let due: Due | undefined;
-    let done = false;
-    const settle = (failed: boolean, value: unknown) => {
-      done = true;
-      if (due) cancel(due);
-      signal?.removeEventListener("abort", onAbort);
-      if (failed) {
-        abort?.abort(value);
-        return reject(value);
-      }
-      try {
-        resolve(decode ? decode(value as T) : value as R);
-      } catch (e) {
-        reject(e);
-      }
-    };
-    const onAbort = () => settle(true, signal!.reason);
+  return new Bounded<T, R>(bound, abort, decode).wait(pending);
+}
+
+/** Where `capture` leaves the resolving functions of the promise it was given, for its caller to take at once. */
+let resolveNext: (value: never) => void = () => {}, rejectNext: (reason: unknown) => void = () => {};
+/** A promise executor shared by every call: a closure per call to keep its resolving functions costs more. */
+const capture = (resolve: (value: never) => void, reject: (reason: unknown) => void): void => {
+  resolveNext = resolve;
+  rejectNext = reject;
+};
+const ignore = () => {};
+
+/**
+ * One call within a bound (see bounded()). It is its own settle state, its own entry on the shared timer (a Due,
+ * whose `fn` is its timeout) and its own abort listener (`handleEvent`): a call costs this object, its promise and
+ * the two callbacks that take the driver's outcome, where closures per call cost several times that, and more when
+ * they live across a round trip (64 calls in flight survive scavenges).
+ */
+class Bounded<T, R> implements Due {
+  // (Fields declared, and set in the constructor in one order: initializers would define each field once more.)
+  // Its entry on the shared timer (see Due): due when the bound passes, unless it settles first.
+  declare at: number;
+  declare i: number;
+  /** (Set only where timers are not shared: see Due.) */
+  declare t?: Timer;
+  declare patience: number;
+  declare waits: number;
+  /** Set once settled: the caller gave up or has its outcome, and nothing may be sent for it any more. */
+  declare over: boolean;
+  declare readonly bound: Bound | undefined;
+  declare readonly abort: AbortController | undefined;
+  declare readonly decode: ((value: T) => R) | undefined;
+  declare resolve: (value: R) => void;
+  declare reject: (reason: unknown) => void;
+  /** The bound from the start, ms (what a timeout says). */
+  declare ms: number;
+
+  constructor(bound: Bound | undefined, abort: AbortController | undefined, decode: ((value: T) => R) | undefined) {
+    this.at = Infinity;
+    this.i = -1;
+    this.patience = 0;
+    this.waits = 0;
+    this.over = false;
+    this.bound = bound;
+    this.abort = abort;
+    this.decode = decode;
+    this.resolve = resolveNext as (value: R) => void;
+    this.reject = rejectNext;
+    this.ms = 0;
+  }
+
+  /** Settle as `pending` does, within the bound: the caller's promise. */
+  wait(pending: Promise<T>): Promise<R> {
+    const promise = new Promise<R>(capture);
+    this.resolve = resolveNext as (value: R) => void;
+    this.reject = rejectNext;
+    const bound = this.bound, signal = bound?.signal;
     if (signal?.aborted) {
-      pending.then(undefined, () => {}); // sent already: its failure is nobody's now, and must not go unhandled
-      return onAbort();
+      pending.then(undefined, ignore); // sent already: its failure is nobody's now, and must not go unhandled
+      this.handleEvent();
+      return promise;
     }
     if (bound && bound.until !== Infinity) {
-      const ms = Math.max(0, Math.round(bound.until - performance.now()));
+      const ms = this.ms = Math.max(0, Math.round(bound.until - performance.now()));
       // On the shared timer: nearly every call settles long before its bound, and then costs no timer of its own.
       // Patient: a reply that came while the process was busy past the bound is read before it counts as none, and
       // a command the pause kept from going out gets a round trip (no more than its whole bound).
-      const patience = Math.max(1, Math.min(ms, PAUSE_GRACE_MS));
-      due = schedule(bound.until, () => settle(true, new RedisTimeoutError(bound.name, ms)), patience);
+      this.at = bound.until;
+      this.patience = Math.max(1, Math.min(ms, PAUSE_GRACE_MS));
+      enqueue(this);
     }
-    signal?.addEventListener("abort", onAbort, { once: true });
-    const ok = (value: T) => settle(false, value), failed = (e: unknown) => settle(true, e);
-    pending.then(ok, recover ? (e) => recover(e, () => done).then(ok, failed) : failed);
-  });
+    signal?.addEventListener("abort", this, { once: true });
+    pending.then((value) => this.settle(false, value), (e) => this.rejected(e));
+    return promise;
+  }
+
+  /** The pending call failed with `e`: the call fails (a ScriptCall may try again first). */
+  rejected(e: unknown): void {
+    this.settle(true, e);
+  }
+
+  /** The shared timer's call: the bound passed without a reply. */
+  fn(): void {
+    this.settle(true, new RedisTimeoutError(this.bound!.name, this.ms));
+  }
+
+  /** The bound's signal aborted (an EventListener object: no closure per call). */
+  handleEvent(): void {
+    this.settle(true, this.bound!.signal!.reason);
+  }
+
+  settle(failed: boolean, value: unknown): void {
+    this.over = true;
+    cancel(this);
+    this.bound?.signal?.removeEventListener("abort", this);
+    if (failed) {
+      this.abort?.abort(value);
+      return this.reject(value);
+    }
+    try {
+      const decode = this.decode;
+      this.resolve(decode ? decode(value as T) : value as R);
+    } catch (e) {
+      this.reject(e);
+    }
+  }
 }
 
 function errorCode(e: unknown): string {
@@ -83,20 +152,124 @@ interface Channel {
   relistenedAt?: number;
 }
 
-/** One script call, for what follows when it fails (see ClientState#recover). */
-interface ScriptCall {
-  readonly script: Script;
-  readonly keys: readonly string[];
-  readonly args: string[];
-  readonly signal: AbortSignal | undefined;
-  readonly bound: Bound | undefined;
+/**
+ * One script call (see Connection#run): a bounded call that sends its script and, when that fails, sends it again
+ * where it can (see `send`).
+ */
+class ScriptCall<R> extends Bounded<unknown, R> {
+  // (Declared and set in the constructor, as Bounded's.)
+  declare readonly driver: Driver;
+  /** Its connection's sends of script texts (see Connection#sent). */
+  declare readonly sent: Map<string, Promise<unknown>>;
+  declare readonly script: Script;
+  declare readonly keys: readonly string[];
+  declare readonly args: string[];
   /** The send of the script's text known when the latest EVALSHA left. */
-  seen?: Promise<unknown>;
+  declare seen: Promise<unknown> | undefined;
   /** When its first failure came: the time left from then is what a timeout's message reports. */
-  start?: number;
-  tries: number;
-  waits: number;
-  own: boolean;
+  declare failedAt: number | undefined;
+  declare tries: number;
+  /** How many times it waited for another call's send of the script's text. */
+  declare textWaits: number;
+  /** Whether this call sends the script's text. */
+  declare own: boolean;
+
+  // Long: one field per argument, as a constructor is.
+  constructor(
+    driver: Driver,
+    sent: Map<string, Promise<unknown>>,
+    script: Script,
+    keys: readonly string[],
+    args: string[],
+    bound: Bound | undefined,
+    abort: AbortController | undefined,
+    decode: ((reply: unknown) => R) | undefined,
+  ) {
+    super(bound, abort, decode);
+    this.driver = driver;
+    this.sent = sent;
+    this.script = script;
+    this.keys = keys;
+    this.args = args;
+    this.seen = undefined;
+    this.failedAt = undefined;
+    this.tries = 0;
+    this.textWaits = 0;
+    this.own = false;
+  }
+
+  /** Sent again where it can be (see `send`), else it fails: only a failed call pays for its recovery. */
+  override rejected(e: unknown): void {
+    this.retry(e).then((value) => this.settle(false, value), (failure) => this.settle(true, failure));
+  }
+
+  /**
+   * EVALSHA; what follows its failure is `retry`. After NOSCRIPT (a server that never ran the script, a flush,
+   * restart or failover, a slot moved to another master) the script's text is sent, lazily and once: EVAL
+   * (`evalSource`), which runs this call and leaves the script cached, or else SCRIPT LOAD and EVALSHA again. When
+   * another call started sending the text after this call's EVALSHA left (the NOSCRIPT may predate that send), this
+   * call waits for that send to end and EVALSHAs again instead, so concurrent first calls send the text once. It
+   * only waits, never takes that send's outcome: a send carrying another caller's signal can cost it a round trip
+   * when aborted, never fail it. What Redis did not run is sent again while the caller waits: TRYAGAIN (a multi-key
+   * command during a slot migration), CLUSTERDOWN (a cluster master failed and is not replaced yet), and what the
+   * driver says never reached Redis (`unsent`: queued for a cluster node the client has since dropped).
+   * Nothing is sent again once the caller has given up (bounded() timed out or its signal aborted): the caller's undo
+   * may already be on its way, and a command sent after it would run after it. The call then fails as its bound
+   * would have failed it.
+   */
+  send(): Promise<unknown> {
+    this.seen = this.sent.get(this.script.sha);
+    try {
+      return this.driver.evalScript(this.script.sha, this.keys, this.args, this.abort?.signal);
+    } catch (e) {
+      return Promise.reject(e); // a driver that throws instead of rejecting fails the call the same way
+    }
+  }
+
+  async retry(error: unknown): Promise<unknown> {
+    const driver = this.driver,
+      { script: { sha, source, name }, keys, args, bound } = this,
+      signal = this.abort?.signal;
+    // Given up once bounded() settled, not once the bound's time passed: a call whose bound passed while the process
+    // was busy is still waited for (see bounded()), and its undo is sent only after it settles.
+    const stop = () =>
+      bound?.signal?.aborted
+        ? bound.signal.reason
+        : bound && this.over
+        ? new RedisTimeoutError(bound.name, Math.round(bound.until - this.failedAt!))
+        : undefined;
+    this.failedAt ??= performance.now();
+    const again = () => {
+      const stopped = stop();
+      return stopped ? Promise.reject(stopped) : this.send().catch((failure) => this.retry(failure));
+    };
+    if (!this.own && errorCode(error) === "NOSCRIPT") {
+      const last = this.sent.get(sha);
+      if (last && last !== this.seen && this.textWaits++ < 8) return last.then(again);
+      const stopped = stop();
+      if (stopped) throw stopped;
+      this.own = true;
+      const text = driver.evalSource
+        ? driver.evalSource(source, keys, args, signal)
+        : driver.loadScript(source, keys[0], signal);
+      this.sent.set(sha, text.catch(() => {}));
+      try {
+        const loaded = await text;
+        if (driver.evalSource) return loaded;
+        if (loaded !== sha) throw new Error(`SCRIPT LOAD of ${name} returned ${loaded}, expected ${sha}`);
+        return again(); // loaded: a NOSCRIPT now fails the call
+      } catch (failure) {
+        this.own = false; // TRYAGAIN: neither run nor cached, start over; anything else is thrown below
+        error = failure;
+      }
+    }
+    // Not run: sent again while the caller waits (an unbounded call 100 times at most).
+    const code = errorCode(error);
+    const ms = code === "TRYAGAIN" || driver.unsent?.(error) ? 20 : code === "CLUSTERDOWN" ? 100 : 0;
+    if (!ms || (this.tries++ >= 100 && !(bound && bound.until < Infinity)) || signal?.aborted) throw error;
+    await sleep(ms);
+    return again();
+  }
 }
 
 /** Until configure() says otherwise: warnings to the console, as they are. */
@@ -151,83 +324,20 @@ export class Connection implements ScriptRunner {
   ): Promise<R> {
     // Only an abortable driver (HTTP) gets a signal of its own: the others are bounded by the race alone.
     const abort = bound && this.driver.abortable ? new AbortController() : undefined;
-    const call: ScriptCall = { script, keys, args, signal: abort?.signal, bound, tries: 0, waits: 0, own: false };
-    const reply = bounded(this.#send(call), bound, abort, decode, (e, over) => this.#recover(e, call, over));
-    if (!this.#checked) {
-      this.#checked = true;
-      // A timer turn after the call (its NOSCRIPT recovery included), so the caller has its lease before INFO goes out.
-      const check = () => void unrefTimeout(() => void this.#checkEviction(keys[0]), 0);
-      reply.then(check, check);
-    }
+    const call = new ScriptCall<R>(this.driver, this.#sent, script, keys, args, bound, abort, decode);
+    const reply = call.wait(call.send());
+    if (!this.#checked) this.#checkAfter(reply, keys[0]);
     return reply;
   }
 
   /**
-   * EVALSHA; what follows its failure is `#recover`. After NOSCRIPT (a server that never ran the script, a flush,
-   * restart or failover, a slot moved to another master) the script's text is sent, lazily and once: EVAL
-   * (`evalSource`), which runs this call and leaves the script cached, or else SCRIPT LOAD and EVALSHA again. When
-   * another call started sending the text after this call's EVALSHA left (the NOSCRIPT may predate that send), this
-   * call waits for that send to end and EVALSHAs again instead, so concurrent first calls send the text once. It
-   * only waits, never takes that send's outcome: a send carrying another caller's signal can cost it a round trip
-   * when aborted, never fail it. What Redis did not run is sent again while the caller waits: TRYAGAIN (a multi-key
-   * command during a slot migration), CLUSTERDOWN (a cluster master failed and is not replaced yet), and what the
-   * driver says never reached Redis (`unsent`: queued for a cluster node the client has since dropped).
-   * Nothing is sent again once the caller has given up (bounded() timed out or its signal aborted): the caller's undo
-   * may already be on its way, and a command sent after it would run after it. The call then fails as its bound
-   * would have failed it.
+   * The eviction check, a timer turn after the first call (its NOSCRIPT recovery included), so the caller has its
+   * lease before INFO goes out. (Its own method: its closures would cost every run() a context.)
    */
-  #send(call: ScriptCall): Promise<unknown> {
-    call.seen = this.#sent.get(call.script.sha);
-    try {
-      return this.driver.evalScript(call.script.sha, call.keys, call.args, call.signal);
-    } catch (e) {
-      return Promise.reject(e); // a driver that throws instead of rejecting fails the call the same way
-    }
-  }
-
-  async #recover(error: unknown, call: ScriptCall, over: () => boolean): Promise<unknown> {
-    const driver = this.driver, { script: { sha, source, name }, keys, args, signal, bound } = call;
-    // Given up once bounded() settled, not once the bound's time passed: a call whose bound passed while the process
-    // was busy is still waited for (see bounded()), and its undo is sent only after it settles.
-    const stop = () =>
-      bound?.signal?.aborted
-        ? bound.signal.reason
-        : bound && over()
-        ? new RedisTimeoutError(bound.name, Math.round(bound.until - call.start!))
-        : undefined;
-    call.start ??= performance.now();
-    const again = () => {
-      const stopped = stop();
-      return stopped
-        ? Promise.reject(stopped)
-        : this.#send(call).catch((failure) => this.#recover(failure, call, over));
-    };
-    if (!call.own && errorCode(error) === "NOSCRIPT") {
-      const last = this.#sent.get(sha);
-      if (last && last !== call.seen && call.waits++ < 8) return last.then(again);
-      const stopped = stop();
-      if (stopped) throw stopped;
-      call.own = true;
-      const text = driver.evalSource
-        ? driver.evalSource(source, keys, args, signal)
-        : driver.loadScript(source, keys[0], signal);
-      this.#sent.set(sha, text.catch(() => {}));
-      try {
-        const loaded = await text;
-        if (driver.evalSource) return loaded;
-        if (loaded !== sha) throw new Error(`SCRIPT LOAD of ${name} returned ${loaded}, expected ${sha}`);
-        return again(); // loaded: a NOSCRIPT now fails the call
-      } catch (failure) {
-        call.own = false; // TRYAGAIN: neither run nor cached, start over; anything else is thrown below
-        error = failure;
-      }
-    }
-    // Not run: sent again while the caller waits (an unbounded call 100 times at most).
-    const code = errorCode(error);
-    const ms = code === "TRYAGAIN" || driver.unsent?.(error) ? 20 : code === "CLUSTERDOWN" ? 100 : 0;
-    if (!ms || (call.tries++ >= 100 && !(bound && bound.until < Infinity)) || signal?.aborted) throw error;
-    await sleep(ms);
-    return again();
+  #checkAfter(reply: Promise<unknown>, key: string): void {
+    this.#checked = true;
+    const check = () => void unrefTimeout(() => void this.#checkEviction(key), 0);
+    reply.then(check, check);
   }
 
   /**

@@ -84,29 +84,33 @@ export interface Granted {
   readonly claimAt?: number;
 }
 
+/** The handles of a hold that has none yet (shared, never written: see Hold#attach). */
+const NO_HANDLES: LeaseImpl[] = [];
+
 /** One hold of this process on one target: see the top of this file. */
 export class Hold {
-  // What the hold is: fixed at the grant.
+  // What the hold is: fixed at the grant. (Declared, and set by the constructor only: a field declared without
+  // `declare` would be defined as undefined first, on every grant.)
   /** Where it lives. */
-  readonly target: Target;
+  declare readonly target: Target;
   /** Its key in `target.holds` (see holdId()). */
-  readonly id: string;
-  readonly clock: Clock;
+  declare readonly id: string;
+  declare readonly clock: Clock;
   /** Exclusive, shared or a permit (the scripts that renew and release it depend on it). */
-  readonly kind: Kind;
-  readonly keys: LeaseKeys;
-  readonly name: string;
-  readonly owner: string;
-  readonly fence: number;
+  declare readonly kind: Kind;
+  declare readonly keys: LeaseKeys;
+  declare readonly name: string;
+  declare readonly owner: string;
+  declare readonly fence: number;
   /** Renewals count only once this many replicas acknowledged them (0: no WAIT). */
-  readonly replicas: number;
-  readonly replicaTimeoutMs: number;
+  declare readonly replicas: number;
+  declare readonly replicaTimeoutMs: number;
   /** A leadership (campaign). */
-  readonly leader: boolean;
+  declare readonly leader: boolean;
 
   // Its state: changed only by the methods below.
   /** The live Lease handles on this hold (nearly always just one). */
-  readonly #handles: LeaseImpl[] = [];
+  #handles: LeaseImpl[] = NO_HANDLES;
   #lost = false;
   /** Why it was lost (set by lose()). */
   #lostWith: LeaseLostError | undefined;
@@ -207,20 +211,23 @@ export class Hold {
 
   /** A new handle on this hold (see grant()): its timer is armed for it. */
   attach(lease: LeaseImpl): void {
-    this.#handles.push(lease);
+    // (The first handle makes an array of one: an empty one grown by push() would be made room for 17.)
+    if (this.#handles === NO_HANDLES) this.#handles = [lease];
+    else this.#handles.push(lease);
     this.#arm();
   }
 
   /** Take `lease` off this hold; true when it was the last handle. */
   #detach(lease: LeaseImpl): boolean {
     const handles = this.#handles;
-    // (Nearly always its only handle: popped, not spliced, which would allocate an array of the removed.)
-    if (handles[handles.length - 1] === lease) handles.pop();
+    // (Nearly always its only handle: the array is dropped, not emptied, which V8 does by trimming it in the runtime.)
+    if (handles.length === 1 && handles[0] === lease) this.#handles = NO_HANDLES;
+    else if (handles[handles.length - 1] === lease) handles.pop();
     else {
       const i = handles.indexOf(lease);
       if (i >= 0) handles.splice(i, 1);
     }
-    return handles.length === 0;
+    return this.#handles.length === 0;
   }
 
   /**
@@ -395,7 +402,15 @@ export class Hold {
         heldMs: now - this.#since,
       });
     }
-    return this.#endHooks ? sent.finally(() => this.#handles.length === 0 ? this.#runEndHooks() : undefined) : sent;
+    return this.#endHooks ? this.#hooksAfter(sent) : sent;
+  }
+
+  /**
+   * `sent`, settled once the end hooks have run if the hold has ended by then. (Its own method: its closure would cost
+   * every release a context.)
+   */
+  #hooksAfter(sent: Promise<boolean>): Promise<boolean> {
+    return sent.finally(() => this.#handles.length === 0 ? this.#runEndHooks() : undefined);
   }
 
   /**
@@ -418,10 +433,11 @@ export class Hold {
 
 /** A handle on a hold: what acquire() returns for one name. Its signal and release are those of every handle. */
 export class LeaseImpl extends Ending implements Lease {
-  readonly hold: Hold;
-  readonly name: string;
-  readonly owner: string;
-  readonly fence: number;
+  // (Declared, and set by the constructor only: see Hold.)
+  declare readonly hold: Hold;
+  declare readonly name: string;
+  declare readonly owner: string;
+  declare readonly fence: number;
   /** The event handler told it was acquired (see Hold.tell()). */
   #told: LeaseEventHandler | undefined;
 

@@ -404,6 +404,15 @@ export async function releaseCall(st: ScriptRunner, keys: LeaseKeys, a: ReleaseA
 
 const wasHeld = (r: unknown): boolean => Number(r) !== 0;
 
+/** wasHeld(), calling `handedOver` when the release handed the lease on. (Apart: its closure costs releaseHeld() nothing without it.) */
+function tellingHandover(handedOver: () => void): (reply: unknown) => boolean {
+  return (reply) => {
+    const code = Number(reply);
+    if (code === 3) handedOver();
+    return code !== 0;
+  };
+}
+
 /** releaseCall(), answering whether a hold was released (anything but "not-held"), in one step (the hot path). */
 export function releaseHeld(
   runner: ScriptRunner,
@@ -413,13 +422,7 @@ export function releaseHeld(
   handedOver?: () => void,
 ): Promise<boolean> {
   // `handedOver` (an event handler's) is called in the same step when the release handed the lease to waiters.
-  const decode = handedOver
-    ? (reply: unknown) => {
-      const code = Number(reply);
-      if (code === 3) handedOver();
-      return code !== 0;
-    }
-    : wasHeld;
+  const decode = handedOver ? tellingHandover(handedOver) : wasHeld;
   return runner.run(
     request.kind === "x" ? RELEASE : RELEASE_SET,
     keys.all,

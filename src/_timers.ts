@@ -72,8 +72,12 @@ function again(d: Due, now: number): boolean {
  */
 const ownTimers = (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === "Cloudflare-Workers";
 
-/** What is due, in no order; each entry knows its index, so that cancelling one is O(1). */
-const pending: Due[] = [];
+/**
+ * What is due, in no order; each entry knows its index, so that cancelling one is O(1). Its first entry is never due
+ * (a sentinel, as in holdMap(): V8 trims an array that a pop empties, and grows it again on the next push, two
+ * reallocations per call of a process with one call at a time).
+ */
+const pending: Due[] = [{ at: Infinity, fn: () => {}, i: 0, patience: 0, waits: 0 }];
 let timer: Timer | undefined;
 let armedAt = Infinity;
 let disarmQueued = false;
@@ -96,24 +100,39 @@ export function afterMicrotasks(fn: () => void): void {
  * again one turn, or, when it finds that it was busy meanwhile, its `patience` from then (see `again`).
  */
 export function schedule(at: number, fn: () => void, patience = 0): Due {
+  return enqueue({ at, fn, i: -1, patience, waits: 0 });
+}
+
+/**
+ * Put `d` on the shared timer, as schedule() does: for an object that is its own entry (a bounded call, whose `fn`
+ * is its timeout), so that it costs no entry and no closure of its own. Its `fn` is called as its method.
+ */
+export function enqueue(d: Due): Due {
   // NaN would never be due, and (Math.min) would keep the timer from ever being armed again: run it at once.
-  const d: Due = { at: at === at ? at : -Infinity, fn, i: pending.length, patience, waits: 0 };
-  if (ownTimers) {
-    // Never earlier than `at` (a runtime may round a delay down, and a long one is capped): armed again until due.
-    const own = (): void => {
-      const now = performance.now(), left = d.at - now;
-      if (left > 0 || (d.patience > 0 && again(d, now))) {
-        d.t = unrefTimeout(own, Math.ceil(d.at - now));
-        return;
-      }
-      d.i = -1;
-      fn();
-    };
-    d.t = unrefTimeout(own, Math.ceil(d.at - performance.now()));
-    return d;
-  }
+  if (d.at !== d.at) d.at = -Infinity;
+  d.i = pending.length;
+  if (ownTimers) return ownTimer(d);
   pending.push(d);
   if (d.at < armedAt) arm(d.at);
+  return d;
+}
+
+/**
+ * `d` on a timer of its own (see `ownTimers`). (Its own function: a closure in enqueue() would cost every call there
+ * a context, allocated on entry whichever branch runs.)
+ */
+function ownTimer(d: Due): Due {
+  // Never earlier than `at` (a runtime may round a delay down, and a long one is capped): armed again until due.
+  const own = (): void => {
+    const now = performance.now(), left = d.at - now;
+    if (left > 0 || (d.patience > 0 && again(d, now))) {
+      d.t = unrefTimeout(own, Math.ceil(d.at - now));
+      return;
+    }
+    d.i = -1;
+    d.fn();
+  };
+  d.t = unrefTimeout(own, Math.ceil(d.at - performance.now()));
   return d;
 }
 
@@ -132,7 +151,7 @@ export function cancel(d: Due): void {
   const last = pending.pop()!;
   if (last !== d) pending[last.i = d.i] = last;
   d.i = -1;
-  if (pending.length > 0 || disarmQueued) return;
+  if (pending.length > 1 || disarmQueued) return;
   disarmQueued = true;
   if (proc?.nextTick) proc.nextTick(disarm);
   else disarm();
@@ -140,7 +159,7 @@ export function cancel(d: Due): void {
 
 function disarm(): void {
   disarmQueued = false;
-  if (pending.length === 0) arm(Infinity);
+  if (pending.length === 1) arm(Infinity);
 }
 
 function arm(at: number): void {
