@@ -1,0 +1,77 @@
+// Review of issue 30's engine changes (Bounded/ScriptCall, the uncontended acquire, the Lua fast paths): what they
+// must keep, checked against real Redis. Node only: getEventListeners() is node:events'.
+import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
+import { after, before, describe, test } from "node:test";
+import { acquire, extend, LockTimeoutError, release } from "../mod.ts";
+import { stateOf } from "../src/_client.ts";
+import { acquireCall, attemptId, extendCall, keysOf, releaseCall } from "../src/_protocol.ts";
+import { type Client, queued, type RedisServer, startRedis } from "./_redis.ts";
+
+let srv: RedisServer;
+let a: Client;
+let b: Client;
+let n = 0;
+const fresh = () => `review-${++n}-${Math.random().toString(36).slice(2)}`;
+
+describe("issue 30 review", () => {
+  before(async () => {
+    srv = await startRedis();
+    a = await srv.client();
+    b = await srv.client();
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("every call removes its abort listener from the caller's signal once it settles", async () => {
+    const ac = new AbortController();
+    const listeners = () => getEventListeners(ac.signal, "abort").length;
+    const name = fresh();
+    const first = await acquire(a, name, { signal: ac.signal, leaseMs: 30_000 });
+    assert.equal(listeners(), 0, "after an uncontended acquire");
+    await assert.rejects(acquire(b, name, { signal: ac.signal, waitMs: 0 }), LockTimeoutError);
+    assert.equal(listeners(), 0, "after a busy try");
+    const waiting = acquire(b, name, { signal: ac.signal, waitMs: 10_000 });
+    await queued(a, name);
+    assert.equal(await release(first), true);
+    const second = await waiting;
+    assert.equal(listeners(), 0, "after a wait ended by a handoff");
+    assert.equal(await extend(second, 30_000), true);
+    assert.equal(await release(second), true);
+    assert.equal(listeners(), 0);
+  });
+
+  // The Lua fast paths tell a record's shape by one match: records that look like the common one but are not (an
+  // owner with ':' or digits, a lock delay, a claim deadline) must take the general path, as before them.
+  test("records that resemble the common shape take the general path (owner with ':', lock delay, claim deadline)", async () => {
+    const st = stateOf(a);
+    const keysFor = () => keysOf("redlease", fresh());
+    const F = "1000000000000001", future = String(Date.now() * 1000 + 60_000_000);
+    // A hold in its lock delay (PTTL <= delay) is not its owner's: not released, even with an owner like "d5:y".
+    let k = keysFor();
+    await a.set(k.hash, `${F}:a0:1:d50000:d5:y`, { PX: 10_000 });
+    assert.equal(await releaseCall(st, k, { kind: "x", owner: "d5:y", fence: F }), "not-held");
+    assert.equal(await a.get(k.hash), `${F}:a0:1:d50000:d5:y`);
+    assert.equal(await extendCall(st, k, { kind: "x", owner: "d5:y", ms: 30_000, fence: F }), false);
+    // An owner made of digits and ':' after an empty claim deadline: released, its fence kept.
+    k = keysFor();
+    await a.set(k.hash, `${F}:a0:1::12:x`, { PX: 10_000 });
+    assert.equal(await releaseCall(st, k, { kind: "x", owner: "12:x", fence: F }), "freed");
+    assert.equal(await a.get(k.hash), F);
+    // Another owner's unclaimed grant with a lock delay, within its claim window: busy for the window at most.
+    k = keysFor();
+    await a.set(k.hash, `${F}:a0:1:${future}d300:o:2`, { PX: 30_000 });
+    const busy = await acquireCall(st, k, { kind: "x", owner: "o", ms: 30_000, attempt: attemptId() });
+    assert.equal(busy.fence, undefined);
+    assert.ok(busy.retryMs! > 0 && busy.retryMs! <= 30_000, String(busy.retryMs));
+    // Its owner's claim drops the deadline only, keeping the delay and an owner with ':'.
+    assert.equal(await extendCall(st, k, { kind: "x", owner: "o:2", ms: 30_000, fence: F }), true);
+    assert.equal(await a.get(k.hash), `${F}:a0:1:d300:o:2`);
+    // A count of 1 followed by more digits is a reentrant hold: one hold released, the record kept.
+    k = keysFor();
+    await a.set(k.hash, `${F}:a0:12::o`, { PX: 10_000 });
+    assert.equal(await releaseCall(st, k, { kind: "x", owner: "o", fence: F }), "kept");
+    assert.equal(await a.get(k.hash), `${F}:a0:11::o`);
+  });
+});
