@@ -1,5 +1,5 @@
-// Review of issue 30's engine changes (Bounded/ScriptCall, the uncontended acquire, the Lua fast paths): what they
-// must keep, checked against real Redis. Node only: getEventListeners() is node:events'.
+// What issue 30's fast paths (Bounded/ScriptCall, the uncontended acquire, the Lua fast paths) must keep of the
+// general paths, checked against real Redis. Node only: getEventListeners() is node:events'.
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { after, before, describe, test } from "node:test";
@@ -14,7 +14,7 @@ let b: Client;
 let n = 0;
 const fresh = () => `review-${++n}-${Math.random().toString(36).slice(2)}`;
 
-describe("issue 30 review", () => {
+describe("fast paths keep the general paths' behaviour", () => {
   before(async () => {
     srv = await startRedis();
     a = await srv.client();
