@@ -335,9 +335,10 @@ function within(p: Promise<boolean>, ms: number, signal: AbortSignal | undefined
 /** acquire() after validation. */
 export function acquireResolved(client: RedisLike, opts: Resolved): Promise<LeaseImpl> {
   const attempt = new Attempt(client, opts);
-  if (opts.replicas > 0 || (queues(attempt) && attempt.state.subscribed(attempt.keys))) return acquireWaiting(attempt);
+  // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
+  if (queues(attempt) && attempt.state.subscribed(attempt.keys)) return finish(attempt, waitQueued(attempt, -1));
   // The uncontended path: a plain try, whose reply grants the lease in the same step (no async frame: its state and
-  // promises would cost every acquire, and live across the round trip). Anything else goes on in afterTry().
+  // promises would cost every acquire, and live across the round trip). Anything else goes on in finish().
   return attempt.call().then((reply) => {
     let lease: LeaseImpl | undefined;
     try {
@@ -345,7 +346,8 @@ export function acquireResolved(client: RedisLike, opts: Resolved): Promise<Leas
     } catch (e) {
       throw failed(attempt, e);
     }
-    return lease ? acquiredBy(attempt, lease, true) : afterTry(attempt, reply);
+    if (!lease) return finish(attempt, waitAfterTry(attempt, reply));
+    return opts.replicas > 0 ? finish(attempt, { lease, wrote: true }) : acquiredBy(attempt, lease, true);
   }, (e) => abandoned(attempt, e));
 }
 
@@ -354,25 +356,12 @@ function queues(attempt: Attempt): boolean {
   return attempt.opts.waitMs > 0 && attempt.state.canListen;
 }
 
-/** acquire() with replicas to confirm, or of a name this client waited for moments ago (it is contended). */
-async function acquireWaiting(attempt: Attempt): Promise<LeaseImpl> {
-  const opts = attempt.opts;
+/** After the plain try or the wait (`waiting`): the replicas' confirmation when asked for, then the lease or failure. */
+async function finish(attempt: Attempt, waiting: Waited | Promise<Waited>): Promise<LeaseImpl> {
   let waited: Waited;
   try {
-    if (queues(attempt) && attempt.state.subscribed(attempt.keys)) {
-      // This client waited for this name moments ago: it is contended, so queue at once (one round trip).
-      waited = await waitQueued(attempt, -1);
-    } else {
-      let reply: Acquired;
-      try {
-        reply = await attempt.call();
-      } catch (e) {
-        throw await attempt.abandon(e);
-      }
-      const lease = reply.fence === undefined ? undefined : attempt.fromReply(reply, attempt.start);
-      waited = lease ? { lease, wrote: true } : await waitAfterTry(attempt, reply);
-    }
-    if (opts.replicas > 0) await confirmReplicated(attempt, waited.lease, waited.wrote);
+    waited = await waiting;
+    if (attempt.opts.replicas > 0) await confirmReplicated(attempt, waited.lease, waited.wrote);
   } catch (e) {
     throw failed(attempt, e);
   }
@@ -382,17 +371,6 @@ async function acquireWaiting(attempt: Attempt): Promise<LeaseImpl> {
 /** The plain try's call failed with `e`: undo it, and fail. */
 async function abandoned(attempt: Attempt, e: unknown): Promise<never> {
   throw failed(attempt, await attempt.abandon(e));
-}
-
-/** The plain try did not grant the lease (`reply`): fail at once, or wait for it. */
-async function afterTry(attempt: Attempt, reply: Acquired): Promise<LeaseImpl> {
-  let waited: Waited;
-  try {
-    waited = await waitAfterTry(attempt, reply);
-  } catch (e) {
-    throw failed(attempt, e);
-  }
-  return acquiredBy(attempt, waited.lease, waited.wrote);
 }
 
 /** After a plain try that did not grant the lease (`reply`): a timeout at once without a wait, else the wait. */

@@ -70,8 +70,7 @@ class Bounded<T, R> implements Due {
     this.bound = bound;
     this.abort = abort;
     this.decode = decode;
-    this.resolve = resolveNext as (value: R) => void;
-    this.reject = rejectNext;
+    this.resolve = this.reject = ignore; // (wait() sets them)
     this.ms = 0;
   }
 
