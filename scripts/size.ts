@@ -56,7 +56,7 @@ const CORE = "mod";
 // fenced writes themselves, their scripts included, are in redlease/fence only. Raised to 22 KB by issue 28's lock
 // delay (21,186 → 21,930 B, +0.75 KB: nearly all Lua — the delay's field in both hold records and queue entries, read
 // wherever a hold's owner is checked, in every script that grants, renews, frees or reports a hold). Raised to 23 KB
-// by issue 30 (22,321 → 23,070 B gzipped): the exclusive scripts' fast paths (+0.38 KB, all Lua: the common record told by
+// by issue 30 (22,321 → 23,017 B gzipped): the exclusive scripts' fast paths (+0.38 KB, all Lua: the common record told by
 // one short match in release and extend, an exclusive handoff without admit(), the busy reply and the re-acquire of a
 // name released moments ago without record(); each duplicates what a general path does for the rarer shapes, which
 // is what makes it cheap: -10 to -38% of Redis's instructions on those paths), and the client's cost (+0.37 KB: a
