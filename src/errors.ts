@@ -86,6 +86,41 @@ export class LockTimeoutError extends RedleaseError {
 }
 
 /**
+ * Redis could not be reached, or did not answer, so redlease cannot tell whether the lease is held: an outage, not
+ * contention (which is a {@linkcode LockTimeoutError}). `cause` carries the last error from the Redis client when
+ * there was one. {@linkcode RedisTimeoutError} (Redis did not answer within a bound) is one of these.
+ *
+ * @example Busy is 409, an outage is 503
+ * ```ts
+ * import { acquire, isLockTimeoutError, isRedisUnavailableError } from "redlease";
+ * try {
+ *   await acquire(client, "report", { waitMs: 2000 });
+ * } catch (err) {
+ *   if (isLockTimeoutError(err)) console.log("409: busy");
+ *   else if (isRedisUnavailableError(err)) console.log("503: Redis unavailable", err.cause);
+ *   else throw err;
+ * }
+ * ```
+ */
+export class RedisUnavailableError extends RedleaseError {
+  static {
+    brand(this, "RedisUnavailableError");
+  }
+  /** The class name, "RedisUnavailableError". */
+  override name = "RedisUnavailableError";
+  /**
+   * redlease raises it; construct one yourself only to stand in for it, as in a test.
+   *
+   * @param lockName The lease name.
+   * @param message The error message.
+   * @param options `cause`: the last error from the Redis client, if any.
+   */
+  constructor(lockName: string, message: string, options?: { cause?: unknown }) {
+    super(lockName, message, options);
+  }
+}
+
+/**
  * Redis did not answer a lease command within its bound: the caller's deadline (`acquire`'s `waitMs`), or the
  * `timeoutMs` of `release`, `extend` and `forceUnlock`. The command's outcome is unknown: it may still run when
  * the connection recovers. redlease undoes an `acquire` whose outcome is unknown once Redis answers again; a
@@ -101,7 +136,7 @@ export class LockTimeoutError extends RedleaseError {
  * }
  * ```
  */
-export class RedisTimeoutError extends RedleaseError {
+export class RedisTimeoutError extends RedisUnavailableError {
   static {
     brand(this, "RedisTimeoutError");
   }
@@ -417,6 +452,26 @@ export function isRedleaseError(err: unknown): err is RedleaseError {
  */
 export function isLockTimeoutError(err: unknown): err is LockTimeoutError {
   return branded(err, "LockTimeoutError");
+}
+
+/**
+ * Whether `err` is a {@linkcode RedisUnavailableError} (a {@linkcode RedisTimeoutError} included) from any copy of
+ * redlease (see {@linkcode isRedleaseError}).
+ *
+ * @param err Any value, such as a caught error.
+ * @returns `true` when Redis could not be reached or did not answer: an outage, not contention.
+ *
+ * @example
+ * ```ts
+ * import { acquire, isRedisUnavailableError } from "redlease";
+ * await acquire(client, "report", { waitMs: 2000 }).catch((err) => {
+ *   if (isRedisUnavailableError(err)) console.warn("Redis is unavailable:", err.cause);
+ *   throw err;
+ * });
+ * ```
+ */
+export function isRedisUnavailableError(err: unknown): err is RedisUnavailableError {
+  return branded(err, "RedisUnavailableError");
 }
 
 /**
