@@ -1,15 +1,21 @@
 /**
- * Checks the code blocks of README.md, as a reader would copy them: every TypeScript block (```ts, ```typescript,
- * ```mts, ```cts) and JavaScript block (```js, ```javascript, ```mjs, ```cjs) is type-checked, and the ones marked
- * runnable are also run. ```tsx and ```jsx blocks fail the check: there is no JSX setup here to check them against.
- * Other fences (sh, sql, text, none) are skipped: the `## Quick start` sh block is what CI itself runs, and the rest
- * are commands, SQL or formulas. bench/README.md and chaos/README.md are developer notes with sh blocks only, and are
- * not checked.
+ * Checks the code blocks and links of README.md and of every Markdown page of docs/ (docs/**\/*.md, the generated
+ * docs/api/ aside), as a reader would copy them: every TypeScript block (```ts, ```typescript, ```mts, ```cts) and
+ * JavaScript block (```js, ```javascript, ```mjs, ```cjs) is type-checked, and the ones marked runnable are also run.
+ * ```tsx and ```jsx blocks fail the check: there is no JSX setup here to check them against. Other fences (sh, sql,
+ * text, java, none) are skipped: README's `## Try it from a clone` sh block is what CI itself runs (.ci/run), and
+ * the rest are commands, SQL, other languages or formulas. bench/README.md and chaos/README.md are developer notes
+ * with sh blocks only, and are not checked.
  *
  *   node --import tsx scripts/check_readme.ts [--keep] [FILE.md ...]
  *
  * --keep: leave the generated files, and say where. FILE.md: the Markdown files to check (paths from the current
- * directory) instead of the repository's README.md; the tests use it on READMEs of their own.
+ * directory) instead of README.md and docs/; the tests use it on READMEs of their own, and a writer on one page.
+ *
+ * Links: every relative link outside code (`[text](target)`, images too) must name a file or folder that exists,
+ * and its `#anchor`, if any, a heading of the Markdown file it names (as GitHub makes anchors: lower case,
+ * punctuation dropped, spaces to hyphens, `-1`, `-2` for repeats). Links with a scheme (https:) are not followed.
+ * The pages other branches of issue 31 add are listed in providedElsewhere(), until they are merged.
  *
  * Fences are read as CommonMark reads them: ``` or ~~~, three or more, indented by at most 3 spaces (a block in a
  * list item; that indent is taken off the block's lines); the language is the first word of the info string, in
