@@ -1,7 +1,8 @@
 // README's first example (the ```ts block after the `<!-- first example` comment), run as a user would run it, while
 // the redis-server it uses is restarted under it (SIGKILL, then a fresh empty server on the same port): the process
 // survives, the round that held the lease reports it lost (its hold vanished with the server's memory), and the next
-// round acquires as usual, as README says. The same block without its `client.on("error", …)` line ends the process:
+// round acquires as usual, as README says; with an append-only file fsynced on every write, the lease comes back
+// with the server and is kept. The same block without its `client.on("error", …)` line ends the process:
 // that is what the line is for, and what would make the first case fail if README dropped it.
 // Node only: it runs README's Node instructions (tsx), on node-redis v5 (what `npm install redis` installs) and v4.
 import assert from "node:assert/strict";
@@ -115,6 +116,21 @@ describe("README's first example through a Redis restart", { concurrency: true }
       }
     });
   }
+
+  test("node-redis v5, Redis with an fsynced append-only file: the lease comes back with it and is kept", async () => {
+    const server = await startRedis(["--appendonly", "yes", "--appendfsync", "always"]);
+    try {
+      const r = await runThroughRestart(write(code, "redis5"), server);
+      const out = `--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
+      assert.equal(r.code, 0, out);
+      assert.match(r.stdout, /^round 1: done$/m, out);
+      assert.doesNotMatch(r.stdout, /lease lost/, out);
+      assert.match(r.stdout, /^round 3: done$/m, out);
+      assert.match(r.stderr, /^redis: /m, out);
+    } finally {
+      await server.stop();
+    }
+  });
 
   test("node-redis v5: the same block without its error listener ends the process at the restart", async () => {
     const server = await startRedis();
