@@ -15,7 +15,8 @@
  * Links: every relative link outside code (`[text](target)`, images too) must name a file or folder that exists,
  * and its `#anchor`, if any, a heading of the Markdown file it names (as GitHub makes anchors: lower case,
  * punctuation dropped, spaces to hyphens, `-1`, `-2` for repeats). Links with a scheme (https:) are not followed.
- * The pages other branches of issue 31 add are listed in providedElsewhere(), until they are merged.
+ * A link into docs/api/ (the API reference, generated and not committed) is resolved in a reference built for the
+ * check. The pages other branches of issue 31 add are listed in providedElsewhere(), until they are merged.
  *
  * Fences are read as CommonMark reads them: ``` or ~~~, three or more, indented by at most 3 spaces (a block in a
  * list item; that indent is taken off the block's lines); the language is the first word of the info string, in
@@ -62,7 +63,8 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { spawnSync } from "node:child_process";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { type Ran, runProcess } from "../harness/process.ts";
@@ -107,6 +109,9 @@ const markerWords = new Set(["run", "fragment"]);
 const runTimeoutMs = 20_000;
 const app = join(root, "scripts", "readme", "app.ts");
 const runtimes = join(root, "scripts", "readme", "runtimes.d.ts");
+/** Where the API reference is built (`npm run docs:api`); not committed, so links into it are resolved in a build. */
+const apiDir = join(root, "docs", "api");
+let apiBuild: string | undefined;
 
 /** What a fragment may use from the code around it, declared before it when it mentions the name. */
 const context: Record<string, string> = {
@@ -380,6 +385,25 @@ function providedElsewhere(): ReadonlySet<string> {
   return new Set(["docs/errors.md", "docs/cli.md", "docs/election.md", "docs/security.md"].map((f) => join(root, f)));
 }
 
+/**
+ * The file a link into docs/api/ names, in a reference built here into a temporary folder by scripts/api_docs.ts
+ * (once, on the first such link; under a second): a link to a symbol the JSDoc no longer has fails.
+ */
+function generatedApi(to: string): string {
+  if (apiBuild === undefined) {
+    apiBuild = mkdtempSync(join(tmpdir(), "redlease-readme-api-"));
+    const out = join(apiBuild, "api");
+    process.on("exit", () => rmSync(apiBuild!, { recursive: true, force: true }));
+    const r = spawnSync(process.execPath, ["--import", "tsx", join(root, "scripts", "api_docs.ts"), "--out", out], {
+      cwd: root,
+      encoding: "utf8",
+    });
+    if (r.status !== 0) problems.push(`the API reference did not build for the links into docs/api/:\n${r.stderr}`);
+  }
+  const mapped = join(apiBuild, "api", relative(apiDir, to));
+  return existsSync(mapped) && statSync(mapped).isDirectory() ? join(mapped, "index.html") : mapped;
+}
+
 /** GitHub's anchors for the headings of a Markdown text (outside fences), as its renderer makes them. */
 function anchors(text: string): Set<string> {
   const seen = new Map<string, number>();
@@ -432,8 +456,9 @@ function checkLinks(files: readonly string[]): void {
         const target = m[1];
         if (target === "" || /^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
         const [path, anchor] = target.split("#", 2) as [string, string | undefined];
-        const to = path === "" ? file : resolve(dirname(file), decodeURIComponent(path));
+        let to = path === "" ? file : resolve(dirname(file), decodeURIComponent(path));
         const at = `${doc}:${i + 1}: the link '${target}'`;
+        if (to === apiDir || to.startsWith(apiDir + sep)) to = generatedApi(to);
         if (!existsSync(to)) {
           if (!elsewhere.has(to)) problems.push(`${at} names a file that does not exist`);
           continue;
