@@ -14,7 +14,10 @@
  * rank of first appearance on its server in this sequence (so fences compare by order, not value); queue scores
  * drop; hold expiries become ms from the server's TIME; PTTLs and retry times compare within 40 ms. The expired
  * holds still in the holder set are compared apart (their purge is deviation (a) of 8063f8a), and the set
- * record's TTL apart too (deviation (b)). A sequence that differs goes on comparing replies only.
+ * record's TTL apart too (deviation (b)). Times in the keys are taken relative to the server's TIME sent just
+ * before the call; a difference where the two calls ran more than SKEW ms apart, or that is only in times (by less
+ * than SLOW ms), is classed as timing (on a loaded machine one server may run a call much later than the other).
+ * A sequence that differs goes on comparing replies only, after a documented deviation; else it ends.
  *
  * Prints every difference with the lane's trace, and a count per class; never asserts.
  */
