@@ -47,6 +47,9 @@ if not ARGV[8] then
     local sf, k = string.match(v, '^(%d+)/([sp]%d*)$')
     if k == kind and #sf <= FENCE_DIGITS and redis.call('ZCOUNT', s, '-inf', fresh) == 0 then
       last, n = sf, redis.call('ZCARD', s)
+      -- (A set record left with no holds, by a purge that wrote nothing (force_unlock's, finding them expired) or
+      -- an eviction, is a free lease: its waiters go first.)
+      if n == 0 and redis.call('EXISTS', q) == 1 then n = nil end
     end
   end
   local cap = tonumber(string.match(kind, '^p(%d+)$'))

@@ -5,8 +5,17 @@ import { getEventListeners } from "node:events";
 import { after, before, describe, test } from "node:test";
 import { acquire, extend, LockTimeoutError, release } from "../mod.ts";
 import { stateOf } from "../src/_client.ts";
-import { acquireCall, attemptId, extendCall, keysOf, releaseCall } from "../src/_protocol.ts";
-import { type Client, queued, type RedisServer, startRedis } from "./_redis.ts";
+import {
+  acquireCall,
+  attemptId,
+  channelOf,
+  extendCall,
+  forceUnlockCall,
+  inspectCall,
+  keysOf,
+  releaseCall,
+} from "../src/_protocol.ts";
+import { type Client, queued, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let srv: RedisServer;
 let a: Client;
@@ -73,5 +82,39 @@ describe("fast paths keep the general paths' behaviour", () => {
     await a.set(k.hash, `${F}:a0:12::o`, { PX: 10_000 });
     assert.equal(await releaseCall(st, k, { kind: "x", owner: "o", fence: F }), "kept");
     assert.equal(await a.get(k.hash), `${F}:a0:11::o`);
+  });
+
+  // Found by bench/fuzz_set_paths.ts (8063f8a against its parent): acquire_set's fast path took a set record
+  // "<fence>/<kind>" with no holds as free of waiters, so a newcomer passed the queue where the general path admits
+  // the waiters first. Library calls leave that state: a shared hold released while a shorter one stays (the record
+  // keeps the released one's TTL), the short one expiring, and a force unlock that purges it and finds nothing held.
+  test("a set record left without holds does not let a newcomer pass a queued waiter", async () => {
+    const st = stateOf(a);
+    const k = keysOf("redlease", fresh());
+    const listener = await srv.client();
+    const heard: string[] = [];
+    await listener.subscribe(channelOf(k, "w1"), (m) => heard.push(m));
+    const long = await acquireCall(st, k, { kind: "s", owner: "A", ms: 30_000, attempt: attemptId() });
+    const short = await acquireCall(st, k, { kind: "s", owner: "B", ms: 100, attempt: attemptId() });
+    assert.ok(long.fence && short.fence);
+    // An exclusive waiter queues behind the shared holds.
+    const xa = attemptId();
+    const entry = { clientId: "w1", attempt: xa, ms: 30_000, claimMs: 30_000, kind: "x" as const, owner: "X" };
+    const waiting = await acquireCall(st, k, { kind: "x", owner: "X", ms: 30_000, attempt: xa, entry });
+    assert.equal(waiting.fence, undefined);
+    assert.notEqual(await releaseCall(st, k, { kind: "s", owner: "A", fence: long.fence }), "not-held");
+    await sleep(150);
+    assert.equal(await forceUnlockCall(st, k), "not-held");
+    assert.match(String(await a.get(k.hash)), /^\d+\/s$/, "the set record is left, with no holds");
+    assert.equal(await a.exists(k.holders), 0);
+    // A newcomer: the queued waiter goes first (it is granted the lease), the newcomer waits.
+    const newcomer = await acquireCall(st, k, { kind: "s", owner: "C", ms: 30_000, attempt: attemptId() });
+    assert.equal(newcomer.fence, undefined, `the newcomer passed the queue: ${JSON.stringify(newcomer)}`);
+    const info = await inspectCall(st, k);
+    assert.deepEqual(info.holders.map((h) => [h.owner, h.kind]), [["X", "x"]]);
+    assert.equal(info.waiters, 0);
+    assert.ok(info.fence > long.fence!, "the grant's fence is above the set record's");
+    await until("the waiter told of its grant", () => heard.length === 1);
+    assert.match(heard[0], new RegExp(`^${xa}:${info.fence}:`));
   });
 });
