@@ -18,8 +18,9 @@ if entry ~= '' then redis.call('ZREM', q, entry) end
 local owner = ARGV[1]
 -- The common case first, with no closure and no table: a plain release of a live single hold without a lock delay
 -- ("<fence>:<attempt id>:1:<unclaimed>:<kind>", see _holders.lua) is dropped here; with nobody queued it is done
--- here too (the set record left to the holds that stay, or the fence kept when none does: expired holds are purged
--- by whoever next counts them). Anything else, and the admission of waiters, takes the general path below.
+-- here too when live holds stay (the set record is theirs; expired ones among them are purged by whoever next
+-- counts them) or none is left at all (the fence kept). Anything else (only expired holds left, the admission of
+-- waiters) takes the general path below.
 local now, dropped
 if aid == '' then
   local v = redis.call('HGET', d, owner)
@@ -33,12 +34,17 @@ if aid == '' then
       redis.call('HDEL', d, owner)
       dropped = true
       if redis.call('EXISTS', q) == 0 then
-        if redis.call('EXISTS', s) == 1 then return 2 end
-        local r = redis.call('GET', h)
-        local sf = r and string.match(r, '^(%d+)/[sp]%d*$')
-        if sf then
-          redis.call('SET', h, sf, 'PX', ARGV[2])
-          return 2
+        if redis.call('EXISTS', s) == 1 then
+          -- Live holds stay, and the set record with them (expired ones are purged by whoever next counts). Only
+          -- expired ones left: the general path below purges them and keeps the fence for FENCE_RETAIN_MS.
+          if redis.call('ZCOUNT', s, '(' .. string.format('%d', now), '+inf') > 0 then return 2 end
+        else
+          local r = redis.call('GET', h)
+          local sf = r and string.match(r, '^(%d+)/[sp]%d*$')
+          if sf then
+            redis.call('SET', h, sf, 'PX', ARGV[2])
+            return 2
+          end
         end
       end
     end
