@@ -1,0 +1,130 @@
+// Least privilege, tested: the ACL of docs/security.md (read from its acl block, so the two cannot drift) is given
+// to a user of a throwaway redis-server, and the whole contract suite runs as that user with every client this
+// runtime supports; a permission missing from the doc fails here, not in a production deploy. Also: every command
+// redlease's scripts call is granted, `replicas` (WAIT) works, the CLI's inspect, unlock and elect work as the
+// user, and the user really is restricted (a key outside the prefix, an admin command: NOPERM).
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { createClient } from "redis";
+import { acquire, campaign, inspect, release, ReplicationError } from "../mod.ts";
+import * as scripts from "../src/_scripts.ts";
+import { adapters, contract } from "./_contract.ts";
+import { type Client, type RedisServer, runProcess, runtimeArgs, runtimeName, sleep, startRedis } from "./_redis.ts";
+import { waitUntil } from "../harness/wait.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..");
+const DOC = join(root, "docs", "security.md");
+const PASSWORD = `pw-${crypto.randomUUID()}`;
+/** The keys the contract's fenced writes guard: `{contract-…}:stock` and the like (see fresh() in _contract.ts). */
+const RESOURCES = "{contract-*}:*";
+/** What the contract's fencedEval script calls besides GET (`DECRBY`, `INCRBY`). */
+const SCRIPT_COMMANDS = "+decrby";
+
+/** The `ACL SETUSER` commands of the doc's acl block, as argument lists, placeholders filled in. */
+function aclOfDoc(text: string): string[][] {
+  const m = /<!-- acl:begin[^>]*-->\s*```text\n([\s\S]*?)```\s*<!-- acl:end -->/.exec(text);
+  assert.ok(m, "docs/security.md has an acl block: <!-- acl:begin … --> ```text … ``` <!-- acl:end -->");
+  const lines = m[1].split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
+  return lines.map((line) => {
+    const words = line.replace("<password>", PASSWORD).replace("<resource keys>", RESOURCES)
+      .replace("<your scripts' commands>", SCRIPT_COMMANDS).split(/\s+/);
+    assert.deepEqual(words.slice(0, 2), ["ACL", "SETUSER"], `not an ACL SETUSER line: ${line}`);
+    return words;
+  });
+}
+
+const acl = aclOfDoc(readFileSync(DOC, "utf8"));
+const user = acl[0][2];
+/** What the ACL grants: the `+command` and `+command|sub` words, lower-cased. */
+const granted = new Set(acl.flatMap((w) => w.slice(3)).filter((w) => w.startsWith("+")).map((w) => w.slice(1)));
+
+/** Creates the doc's user on `admin`'s server; returns `srv`'s URL with the user's credentials. */
+async function asUser(srv: RedisServer, admin: Client): Promise<string> {
+  for (const words of acl) await admin.sendCommand(words);
+  const url = new URL(srv.url);
+  url.username = user;
+  url.password = PASSWORD;
+  return url.href;
+}
+
+for (const adapter of adapters) contract(adapter, { label: "as the ACL user of docs/security.md", url: asUser });
+
+describe(`the ACL of docs/security.md (${runtimeName()})`, () => {
+  let srv: RedisServer;
+  let admin: Client;
+  let url: string;
+  let client: Client;
+  before(async () => {
+    srv = await startRedis();
+    admin = await srv.client();
+    url = await asUser(srv, admin);
+    client = createClient({ url }) as Client;
+    client.on("error", () => {});
+    await client.connect();
+  });
+  after(async () => {
+    await client.disconnect().catch(() => {});
+    await srv.stop();
+  });
+
+  test("grants every command redlease's scripts call, and the client-side ones", () => {
+    const called = new Set(["evalsha", "eval", "script|load", "publish", "subscribe", "unsubscribe", "wait"]);
+    for (const s of Object.values(scripts)) {
+      if (typeof s !== "object") continue;
+      for (const m of s.source.matchAll(/redis\.p?call\('([A-Za-z]+)'/g)) called.add(m[1].toLowerCase());
+    }
+    const missing = [...called].filter((c) => !granted.has(c));
+    assert.deepEqual(missing, [], `called but not in docs/security.md's ACL: ${missing.join(" ")}`);
+  });
+
+  test("the user is restricted: a key outside the prefix and an admin command are refused", async () => {
+    await assert.rejects(client.set("outside", "1"), /NOPERM/);
+    await assert.rejects(client.get("redlease-other"), /NOPERM/);
+    await assert.rejects(client.sendCommand(["CONFIG", "GET", "maxmemory"]), /NOPERM/);
+    await assert.rejects(client.sendCommand(["PUBLISH", "other", "x"]), /NOPERM/);
+    await assert.rejects(client.sendCommand(["FLUSHALL"]), /NOPERM/);
+  });
+
+  test("replicas: WAIT is allowed (no replica here: ReplicationError, not NOPERM)", async () => {
+    const name = `acl-wait-${Date.now()}`;
+    await assert.rejects(
+      acquire(client, name, { replicas: 1, replicaTimeoutMs: 50 }),
+      (e) => e instanceof ReplicationError,
+    );
+    assert.equal((await inspect(client, name)).held, false, "the unacknowledged acquire was undone");
+  });
+
+  test("the CLI's inspect, elect (with its status line) and unlock work as the user", async () => {
+    const cli = (args: string[], env?: Record<string, string>) => {
+      const [cmd, pre] = runtimeArgs(join(root, "cli", "redlease.ts"));
+      return runProcess(cmd, [...pre, args[0], "--url", url, ...args.slice(1)], {
+        cwd: root,
+        timeoutMs: 30_000,
+        env: { ...process.env, ...env },
+      });
+    };
+    const name = `acl-cli-${Date.now()}`;
+    const lease = await campaign(client, name, { label: "acl test" });
+    const listed = await cli(["inspect", "--json"]);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, new RegExp(name));
+    assert.doesNotMatch(listed.stdout + listed.stderr, new RegExp(PASSWORD), "never prints the password");
+    // A candidate that waits, showing its place in the queue (ZSCAN, ZRANK), until the leader resigns.
+    const electing = cli(["elect", name, "--wait", "20s", "--", process.execPath, "-e", ""], { REDLEASE_STATUS: "1" });
+    await waitUntil("the candidate is queued", 20_000, async () => (await inspect(client, name)).waiters === 1 || "no");
+    await sleep(1_500); // the status line is refreshed every 0.5 s
+    await release(lease);
+    const elected = await electing;
+    assert.equal(elected.code, 0, elected.stderr);
+    assert.match(elected.stderr, /1st of 1 in queue/, "the status line read its place in the queue");
+    const held = await acquire(client, name);
+    const unlocked = await cli(["unlock", "--force", name]);
+    assert.equal(unlocked.code, 0, unlocked.stderr);
+    assert.equal(held.signal.aborted || !(await inspect(client, name)).held, true);
+    await release(held);
+  });
+});
