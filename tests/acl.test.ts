@@ -4,43 +4,28 @@
 // redlease's scripts call is granted, `replicas` (WAIT) works, the CLI's inspect, unlock and elect work as the
 // user, and the user really is restricted (a key outside the prefix, an admin command: NOPERM).
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { createClient } from "redis";
 import { acquire, campaign, inspect, release, ReplicationError } from "../mod.ts";
 import * as scripts from "../src/_scripts.ts";
+import { aclOfDoc, grantedBy } from "./_acl.ts";
 import { adapters, contract } from "./_contract.ts";
 import { type Client, type RedisServer, runProcess, runtimeArgs, runtimeName, sleep, startRedis } from "./_redis.ts";
 import { waitUntil } from "../harness/wait.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
-const DOC = join(root, "docs", "security.md");
 const PASSWORD = `pw-${crypto.randomUUID()}`;
 /** The keys the contract's fenced writes guard: `{contract-…}:stock` and the like (see fresh() in _contract.ts). */
 const RESOURCES = "{contract-*}:*";
 /** What the contract's fencedEval script calls besides GET (`DECRBY`, `INCRBY`). */
 const SCRIPT_COMMANDS = "+decrby";
 
-/** The `ACL SETUSER` commands of the doc's acl block, as argument lists, placeholders filled in. */
-function aclOfDoc(text: string): string[][] {
-  const m = /<!-- acl:begin[^>]*-->\s*```text\n([\s\S]*?)```\s*<!-- acl:end -->/.exec(text);
-  assert.ok(m, "docs/security.md has an acl block: <!-- acl:begin … --> ```text … ``` <!-- acl:end -->");
-  const lines = m[1].split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
-  return lines.map((line) => {
-    const words = line.replace("<password>", PASSWORD).replace("<resource keys>", RESOURCES)
-      .replace("<your scripts' commands>", SCRIPT_COMMANDS).split(/\s+/);
-    assert.deepEqual(words.slice(0, 2), ["ACL", "SETUSER"], `not an ACL SETUSER line: ${line}`);
-    return words;
-  });
-}
-
-const acl = aclOfDoc(readFileSync(DOC, "utf8"));
+const acl = aclOfDoc("acl", { password: PASSWORD, resources: RESOURCES, scriptCommands: SCRIPT_COMMANDS });
 const user = acl[0][2];
-/** What the ACL grants: the `+command` and `+command|sub` words, lower-cased. */
-const granted = new Set(acl.flatMap((w) => w.slice(3)).filter((w) => w.startsWith("+")).map((w) => w.slice(1)));
+const granted = grantedBy(acl);
 
 /** Creates the doc's user on `admin`'s server; returns `srv`'s URL with the user's credentials. */
 async function asUser(srv: RedisServer, admin: Client): Promise<string> {
@@ -87,6 +72,24 @@ describe(`the ACL of docs/security.md (${runtimeName()})`, () => {
     await assert.rejects(client.sendCommand(["CONFIG", "GET", "maxmemory"]), /NOPERM/);
     await assert.rejects(client.sendCommand(["PUBLISH", "other", "x"]), /NOPERM/);
     await assert.rejects(client.sendCommand(["FLUSHALL"]), /NOPERM/);
+  });
+
+  test("a waiter's channel is subscribed while it waits and unsubscribed after", async () => {
+    const name = `acl-sub-${Date.now()}`;
+    const other = createClient({ url }) as Client;
+    other.on("error", () => {});
+    await other.connect();
+    try {
+      const holder = await acquire(client, name);
+      const waiting = acquire(other, name, { waitMs: 10_000 });
+      const channels = async () => (await admin.sendCommand(["PUBSUB", "CHANNELS", "redlease:*"]) as string[]).length;
+      await waitUntil("the waiter subscribed", 5_000, async () => (await channels()) === 1 || "not yet");
+      await release(holder);
+      await release(await waiting);
+      await waitUntil("the waiter unsubscribed", 5_000, async () => (await channels()) === 0 || "still subscribed");
+    } finally {
+      await other.disconnect().catch(() => {});
+    }
   });
 
   test("replicas: WAIT is allowed (no replica here: ReplicationError, not NOPERM)", async () => {
