@@ -17,13 +17,26 @@ export type LibId =
   | "fairfenced"
   | "redlease-permits"
   | "semaphore-permits"
+  | "fairpermits"
   | "redlease-events"
   | "redlease-otel"
   | "redlease-metrics";
 
 /** B6: n permits of one name, contended (a counting semaphore). */
 export const PERMITS = 4;
-export const PERMIT_LIBS: readonly LibId[] = ["redlease-permits", "semaphore-permits"];
+export const PERMIT_LIBS: readonly LibId[] = ["redlease-permits", "semaphore-permits", "fairpermits"];
+
+/**
+ * Not a library: the least Redis work n permits can do with what redlease's permits guarantee, the B6 floor for any
+ * semaphore that gives them: holds that expire (a sorted set of holders by the µs their lease ends, purged before
+ * counting), a FIFO wait queue whose entries expire (a sorted set by µs queued, with a TTL) that a newcomer cannot
+ * overtake, a fence per hold from the server clock strictly above the last one given (kept in a key beside the
+ * holders), the earliest holder's remaining time for a queued waiter, and a release that hands every permit it frees
+ * to the next waiters in the queue and PUBLISHes each its grant on its worker's channel. The client work is `fifo`'s
+ * (no handle, watchdog, claim window, bounds or dead-waiter skipping, and no retry at the earliest expiry: in B6 no
+ * holder dies). B6 only.
+ */
+export const FAIR_PERMITS_FLOOR: LibId = "fairpermits";
 
 /** The lock libraries (B1–B5). */
 export const LIBS: readonly LibId[] = ["redlease", "raw", "redlock", "sesame", "semaphore"];
@@ -137,6 +150,7 @@ export const TUNABLE: Record<LibId, boolean> = {
   fairfenced: false,
   "redlease-permits": false,
   "semaphore-permits": true,
+  fairpermits: false,
   "redlease-events": false,
   "redlease-otel": false,
   "redlease-metrics": false,
@@ -157,6 +171,7 @@ export const LABEL: Record<LibId, string> = {
   fairfenced: "floor: fair notified lock with a fence and an expiring queue",
   "redlease-permits": `redlease, ${PERMITS} permits`,
   "semaphore-permits": `redis-semaphore Semaphore, ${PERMITS} permits`,
+  fairpermits: `floor: fair notified permits with a fence and an expiring queue, ${PERMITS} permits`,
   "redlease-events": "redlease with an event handler",
   "redlease-otel": "redlease with OpenTelemetry metrics and spans",
   "redlease-metrics": "redlease with OpenTelemetry metrics",
@@ -224,6 +239,11 @@ export function settingsText(lib: LibId, tuned: boolean): string {
         ? `new Semaphore(ioredis, name, ${PERMITS}, { retryInterval: 1 })`
         : `new Semaphore(ioredis, name, ${PERMITS}) (defaults: retryInterval 10, acquireTimeout 10000, lockTimeout 10000)`) +
         `; acquire(); release()`;
+    case "fairpermits":
+      return `node-redis v4, two EVALSHA per acquisition: acquire = ${JSON.stringify(FAIR_PERMITS_ACQUIRE)}, then ` +
+        `wait for a message on <holders>:w:<worker id> unless granted; release = ${
+          JSON.stringify(FAIR_PERMITS_RELEASE)
+        }`;
     case "fairfenced":
       return `node-redis v4, two EVALSHA per acquisition: acquire = ${JSON.stringify(FAIR_QUEUE)}, then wait for a ` +
         `message on <lock>:w:<worker id> unless granted; release = ${JSON.stringify(FAIR_HANDOFF)}`;
@@ -261,6 +281,9 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   guarded: /^(evalsha|script\|.*)$/,
   // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls TIME, SET, PTTL, ZADD, PEXPIRE, GET, ZPOPMIN, PUBLISH.
   fairfenced: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
+  // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls TIME, ZREMRANGEBYSCORE, EXISTS, ZCARD, GET, ZADD,
+  // SET, PEXPIRE, ZRANGE, ZREM, ZPOPMIN, PUBLISH.
+  fairpermits: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
   "redlease-permits": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
   // EVALSHA (+ EVAL after NOSCRIPT) from its Lua scripts; the refresh timer's EVALSHA too.
   "semaphore-permits": /^(evalsha|eval|script\|.*)$/,
@@ -326,6 +349,35 @@ export const FAIR_HANDOFF = "local v = redis.call('GET', KEYS[1]) local f, o = s
   "local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) local g = tonumber(f) + 1 if now > g then g = now end " +
   "g = string.format('%d', g) redis.call('PUBLISH', KEYS[1] .. ':w:' .. c, w .. ':' .. g .. ':' .. top[2] .. " +
   "':' .. string.format('%d', now)) redis.call('SET', KEYS[1], g .. ':' .. rest, 'PX', ARGV[2]) return 3";
+// The fair permits floor (see FAIR_PERMITS_FLOOR). KEYS: holders, queue, last fence. The time is the server's in µs
+// (padded, so that it orders as a number and as a score). Acquire: ARGV owner, lease ms, permits, entry
+// "<client>|<attempt>|<owner>", queue TTL ms; replies the fence (a string) when it took a permit (the queue empty and
+// fewer live holders than permits), else {-1 - ms until the earliest hold ends, the score it is queued at, 1 if this
+// call queued it}. Release: ARGV owner, lease ms, permits; drops the owner's hold and, for every permit now free, pops
+// the next entry, makes its owner a holder with a fence of its own and publishes "<attempt>:<fence>:<queued at>:<granted
+// at>" to <holders>:w:<client>; replies 0 (not a holder), 1 (no permit free), 2 (nobody queued) or 3 (handed over).
+export const FAIR_PERMITS_ACQUIRE = "local t = redis.call('TIME') local us = t[2] " +
+  "if #us < 6 then us = string.rep('0', 6 - #us) .. us end local now = t[1] .. us local n = tonumber(now) " +
+  "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) " +
+  "if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then " +
+  "local g = n local last = tonumber(redis.call('GET', KEYS[3]) or '0') if g <= last then g = last + 1 end " +
+  "g = string.format('%d', g) redis.call('ZADD', KEYS[1], n + ARGV[2] * 1000, ARGV[1]) " +
+  "redis.call('PEXPIRE', KEYS[1], ARGV[2]) redis.call('SET', KEYS[3], g, 'PX', ARGV[2]) return g end " +
+  "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES') local r = -1 " +
+  "if first[2] then r = -1 - math.floor((tonumber(first[2]) - n) / 1000) end " +
+  "local c = redis.call('ZADD', KEYS[2], 'NX', now, ARGV[4]) redis.call('PEXPIRE', KEYS[2], ARGV[5]) " +
+  "return { r, now, c }";
+export const FAIR_PERMITS_RELEASE = "if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end " +
+  "if redis.call('EXISTS', KEYS[2]) == 0 then return 2 end local t = redis.call('TIME') local us = t[2] " +
+  "if #us < 6 then us = string.rep('0', 6 - #us) .. us end local now = t[1] .. us local n = tonumber(now) " +
+  "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) " +
+  "local free = tonumber(ARGV[3]) - redis.call('ZCARD', KEYS[1]) if free <= 0 then return 1 end " +
+  "local top = redis.call('ZPOPMIN', KEYS[2], free) if not top[1] then return 2 end " +
+  "local last = tonumber(redis.call('GET', KEYS[3]) or '0') local ends = n + ARGV[2] * 1000 " +
+  "for i = 1, #top, 2 do local c, w, rest = string.match(top[i], '^([^|]*)|([^|]*)|(.*)$') " +
+  "local g = n if g <= last then g = last + 1 end last = g redis.call('ZADD', KEYS[1], ends, rest) " +
+  "redis.call('PUBLISH', KEYS[1] .. ':w:' .. c, w .. ':' .. string.format('%d', g) .. ':' .. top[i + 1] .. ':' .. now) end " +
+  "redis.call('SET', KEYS[3], string.format('%d', last), 'PX', ARGV[2]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 3";
 const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
 
 /** A lease of the guarded floor (see GUARDED_FLOOR). */
@@ -842,6 +894,47 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
             release: async (h) => {
               const name = h as string;
               await c.sendCommand(["EVALSHA", handoff, "2", `ff:{${name}}`, `ff:{${name}}:q`, id, String(LEASE_MS)]);
+            },
+            close: async () => void await Promise.all([sub.quit(), c.quit()]),
+          };
+        },
+      };
+    }
+    case "fairpermits": {
+      return {
+        async connect(url) {
+          const { c, sub } = await scriptedPair(url, [FAIR_PERMITS_ACQUIRE, FAIR_PERMITS_RELEASE]);
+          const id = randomUUID(), g = grants("fairpermits");
+          const acq = sha1(FAIR_PERMITS_ACQUIRE), rel = sha1(FAIR_PERMITS_RELEASE);
+          const onMessage = (m: string) => g.granted(m.slice(0, m.indexOf(":"))); // "<attempt>:<fence>:…"
+          const subscribed = new Set<string>();
+          const keys = (name: string) => [`fp:{${name}}`, `fp:{${name}}:q`, `fp:{${name}}:f`];
+          let attempts = 0;
+          return {
+            async acquire(name) {
+              const ks = keys(name), channel = `${ks[0]}:w:${id}`;
+              if (!subscribed.has(channel)) {
+                subscribed.add(channel);
+                await sub.subscribe(channel, onMessage);
+              }
+              const attempt = String(++attempts), owner = `${id}:${attempt}`;
+              const r = await c.sendCommand([
+                "EVALSHA",
+                acq,
+                "3",
+                ...ks,
+                owner,
+                String(LEASE_MS),
+                String(PERMITS),
+                `${id}|${attempt}|${owner}`,
+                "30000",
+              ]);
+              if (Array.isArray(r)) await g.wait(attempt);
+              return { name, owner };
+            },
+            release: async (h) => {
+              const { name, owner } = h as { name: string; owner: string };
+              await c.sendCommand(["EVALSHA", rel, "3", ...keys(name), owner, String(LEASE_MS), String(PERMITS)]);
             },
             close: async () => void await Promise.all([sub.quit(), c.quit()]),
           };

@@ -1,6 +1,6 @@
 // Child processes for the harness's users: the command line that runs a TypeScript file on the runtime running the
 // caller (Node with tsx, Bun or Deno), and running a command to completion with its output. The tests spawn fixtures
-// with it and scripts/check_readme.ts runs README blocks with it.
+// with it and scripts/check_readme.ts runs the blocks of README.md and docs/ with it.
 import { spawn } from "node:child_process";
 
 /** The command line that runs a TypeScript file on the runtime running the caller. */

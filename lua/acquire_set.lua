@@ -23,9 +23,82 @@
 --          reply comes as { that number, 0, 0, 1 } and a table reply with a 4th element 1 (as acquire.lua's).
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, ms, aid, entry, pub, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7]
--- @include _handoff.lua
+-- The common cases come first, with no closure but busy() and no table (each helper is included after them): a
+-- lease free or held in this kind with no expired hold to purge, and no lock delay asked, where this call takes a
+-- hold, is told to wait (all permits taken), or claims the grant made to this attempt. The fence digits are the
+-- server time in µs, as acquire.lua's. Anything else (a queue ahead of a free place, a re-entry, an exclusive or
+-- other record, a hold to purge, a lock delay) takes the general path below, which reads nothing written here.
+-- @include _constants.lua
 -- @include _queue.lua
-local now = now_us()
+local t = redis.call('TIME')
+local us = t[2]
+if #us < 6 then us = string.rep('0', 6 - #us) .. us end
+local fresh = t[1] .. us
+local now = tonumber(fresh)
+local v = redis.call('GET', h)
+if not ARGV[8] then
+  -- The last fence (digits) and the live holds, where this path applies.
+  local last, n
+  if not v or (#v <= FENCE_DIGITS and string.find(v, '^%d+$')) then
+    -- Free (a fence kept, or none) with nobody queued and no holds (shared holds of an exclusive holder's downgrade
+    -- outlive its record: the holder set tells).
+    if redis.call('EXISTS', q, s) == 0 then last, n = v or '0', 0 end
+  else
+    local sf, k = string.match(v, '^(%d+)/([sp]%d*)$')
+    if k == kind and #sf <= FENCE_DIGITS and redis.call('ZCOUNT', s, '-inf', fresh) == 0 then
+      last, n = sf, redis.call('ZCARD', s)
+    end
+  end
+  local cap = tonumber(string.match(kind, '^p(%d+)$'))
+  if n and n > 0 then
+    local mine = redis.call('HGET', d, owner)
+    if mine then
+      -- Its grant to this attempt, by message or not yet claimed: claimed (a re-entry takes the general path).
+      local mf, ma, mc, _u = string.match(mine, '^(%d+):([^:]*):(%d+):(1?):[sp]%d*$')
+      local exp = tonumber(redis.call('ZSCORE', s, owner))
+      if ma == aid and exp and exp > now then
+        exp = math.max(now + tonumber(ms) * 1000, exp)
+        local at = math.floor(exp / 1000) + 1
+        redis.call('ZADD', s, exp, owner)
+        redis.call('HSET', d, owner, mf .. ':' .. aid .. ':' .. mc .. '::' .. kind)
+        redis.call('PEXPIREAT', s, at, 'GT')
+        redis.call('PEXPIREAT', d, at, 'GT')
+        redis.call('PEXPIREAT', h, at, 'GT')
+        if entry ~= '' then redis.call('ZREM', q, entry) end
+        return mf
+      end
+      n = nil
+    elseif cap and n >= cap then
+      -- Every permit taken: wait for the earliest hold to end (or a release).
+      local first = redis.call('ZRANGE', s, 0, 0, 'WITHSCORES')
+      return busy(q, entry, fresh, ARGV[5], math.max(1, math.floor((tonumber(first[2]) - now) / 1000) + 1))
+    elseif redis.call('EXISTS', q) == 1 then
+      n = nil
+    end
+  end
+  if n and not (cap and n >= cap) then
+    -- A new hold, with a fence above the last one.
+    local f = fresh
+    if tonumber(last) >= now then f = string.format('%d', tonumber(last) + 1) end
+    local exp = now + tonumber(ms) * 1000
+    local at = math.floor(exp / 1000) + 1
+    redis.call('ZADD', s, exp, owner)
+    redis.call('HSET', d, owner, f .. ':' .. aid .. ':1::' .. kind)
+    if n == 0 then
+      redis.call('PEXPIREAT', s, at)
+      redis.call('PEXPIREAT', d, at)
+      redis.call('SET', h, f .. '/' .. kind, 'PXAT', at)
+    else
+      redis.call('PEXPIREAT', s, at, 'GT')
+      redis.call('PEXPIREAT', d, at, 'GT')
+      redis.call('SET', h, f .. '/' .. kind, 'KEEPTTL')
+      redis.call('PEXPIREAT', h, at, 'GT')
+    end
+    if entry ~= '' then redis.call('ZREM', q, entry) end
+    return f
+  end
+end
+-- @include _handoff.lua
 local until_us = now + tonumber(ms) * 1000
 local lag = tonumber(ARGV[8])
 local lus = (lag or 0) * 1000
@@ -50,7 +123,7 @@ local function done(f)
   return told(f)
 end
 
-local fence, gid, c, by, gowner, smode, dly = record(redis.call('GET', h))
+local fence, gid, c, by, gowner, smode, dly = record(v)
 -- (An unclaimed grant with a lock delay keeps the lease for the delay after its claim window.)
 if by and dly then by = by + dly * 1000 end
 if gowner and by and now > by then

@@ -15,22 +15,52 @@
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold_fence, aid, entry = ARGV[3], ARGV[4] or '', ARGV[5] or ''
 if entry ~= '' then redis.call('ZREM', q, entry) end
--- @include _handoff.lua
-local now = now_us()
 local owner = ARGV[1]
-local mf, ma, mc, unclaimed, kind, md = hold_of(d, owner)
-if not mf then return 0 end
-local exp = tonumber(redis.call('ZSCORE', s, owner))
--- (A hold in its lock delay is not its owner's: its release changes nothing, the delay runs out.)
-if not exp or exp - md * 1000 <= now then return 0 end
-if (hold_fence ~= '' and string.format('%d', mf) ~= hold_fence) or (aid ~= '' and ma ~= aid) then return 0 end
-if mc > 1 then
-  -- An undone attempt is forgotten (a repeated undo must not drop another hold).
-  redis.call('HSET', d, owner, hold_text(mf, aid ~= '' and '' or ma, mc - 1, unclaimed, kind, md))
-  return 1
+-- The common case first, with no closure and no table: a plain release of a live single hold without a lock delay
+-- ("<fence>:<attempt id>:1:<unclaimed>:<kind>", see _holders.lua) is dropped here; with nobody queued it is done
+-- here too (the set record left to the holds that stay, or the fence kept when none does: expired holds are purged
+-- by whoever next counts them). Anything else, and the admission of waiters, takes the general path below.
+local now, dropped
+if aid == '' then
+  local v = redis.call('HGET', d, owner)
+  local fs = v and string.match(v, '^(%d+):[^:]*:1:1?:[sp]%d*$')
+  if fs and (hold_fence == '' or fs == hold_fence) then
+    local exp = tonumber(redis.call('ZSCORE', s, owner))
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if exp and exp > now then
+      redis.call('ZREM', s, owner)
+      redis.call('HDEL', d, owner)
+      dropped = true
+      if redis.call('EXISTS', q) == 0 then
+        if redis.call('EXISTS', s) == 1 then return 2 end
+        local r = redis.call('GET', h)
+        local sf = r and string.match(r, '^(%d+)/[sp]%d*$')
+        if sf then
+          redis.call('SET', h, sf, 'PX', ARGV[2])
+          return 2
+        end
+      end
+    end
+  end
 end
-redis.call('ZREM', s, owner)
-redis.call('HDEL', d, owner)
+-- @include _handoff.lua
+if not dropped then
+  now = now or now_us()
+  local mf, ma, mc, unclaimed, kind, md = hold_of(d, owner)
+  if not mf then return 0 end
+  local exp = tonumber(redis.call('ZSCORE', s, owner))
+  -- (A hold in its lock delay is not its owner's: its release changes nothing, the delay runs out.)
+  if not exp or exp - md * 1000 <= now then return 0 end
+  if (hold_fence ~= '' and string.format('%d', mf) ~= hold_fence) or (aid ~= '' and ma ~= aid) then return 0 end
+  if mc > 1 then
+    -- An undone attempt is forgotten (a repeated undo must not drop another hold).
+    redis.call('HSET', d, owner, hold_text(mf, aid ~= '' and '' or ma, mc - 1, unclaimed, kind, md))
+    return 1
+  end
+  redis.call('ZREM', s, owner)
+  redis.call('HDEL', d, owner)
+end
 local fence, _, _, _, gowner, smode = record(redis.call('GET', h))
 -- An exclusive holder (the owner, whose downgrade this was) excludes everyone else still.
 if gowner then return 2 end

@@ -1,15 +1,22 @@
 /**
- * Checks the code blocks of README.md, as a reader would copy them: every TypeScript block (```ts, ```typescript,
- * ```mts, ```cts) and JavaScript block (```js, ```javascript, ```mjs, ```cjs) is type-checked, and the ones marked
- * runnable are also run. ```tsx and ```jsx blocks fail the check: there is no JSX setup here to check them against.
- * Other fences (sh, sql, text, none) are skipped: the `## Quick start` sh block is what CI itself runs, and the rest
- * are commands, SQL or formulas. bench/README.md and chaos/README.md are developer notes with sh blocks only, and are
- * not checked.
+ * Checks the code blocks and links of README.md and of every Markdown page of docs/ (docs/**\/*.md, the generated
+ * docs/api/ aside), as a reader would copy them: every TypeScript block (```ts, ```typescript, ```mts, ```cts) and
+ * JavaScript block (```js, ```javascript, ```mjs, ```cjs) is type-checked, and the ones marked runnable are also run.
+ * ```tsx and ```jsx blocks fail the check: there is no JSX setup here to check them against. Other fences (sh, sql,
+ * text, java, none) are skipped: README's `## Try it from a clone` sh block is what CI itself runs (.ci/run), and
+ * the rest are commands, SQL, other languages or formulas. bench/README.md and chaos/README.md are developer notes
+ * with sh blocks only, and are not checked.
  *
  *   node --import tsx scripts/check_readme.ts [--keep] [FILE.md ...]
  *
  * --keep: leave the generated files, and say where. FILE.md: the Markdown files to check (paths from the current
- * directory) instead of the repository's README.md; the tests use it on READMEs of their own.
+ * directory) instead of README.md and docs/; the tests use it on READMEs of their own, and a writer on one page.
+ *
+ * Links: every relative link outside code (`[text](target)`, images too) must name a file or folder that exists,
+ * and its `#anchor`, if any, a heading of the Markdown file it names (as GitHub makes anchors: lower case,
+ * punctuation dropped, spaces to hyphens, `-1`, `-2` for repeats). Links with a scheme (https:) are not followed.
+ * A link into docs/api/ (the API reference, generated and not committed) is resolved in a reference built for the
+ * check. The pages other branches of issue 31 add are listed in providedElsewhere(), until they are merged.
  *
  * Fences are read as CommonMark reads them: ``` or ~~~, three or more, indented by at most 3 spaces (a block in a
  * list item; that indent is taken off the block's lines); the language is the first word of the info string, in
@@ -45,9 +52,19 @@
  * and so does a comment with a marker word that is not on the line right before a fence (a blank line between,
  * say): it would mark nothing.
  */
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { spawnSync } from "node:child_process";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { type Ran, runProcess } from "../harness/process.ts";
@@ -63,7 +80,18 @@ for (const a of args) {
 }
 const keep = args.includes("--keep");
 const mdFiles = args.filter((a) => !a.startsWith("-"));
-const docs = mdFiles.length > 0 ? mdFiles.map((f) => resolve(f)) : [join(root, "README.md")];
+const docs = mdFiles.length > 0 ? mdFiles.map((f) => resolve(f)) : defaultDocs();
+
+/** README.md and every Markdown page of docs/ (and its folders, but not the generated API reference, docs/api/). */
+function defaultDocs(): string[] {
+  const pages = existsSync(join(root, "docs"))
+    ? readdirSync(join(root, "docs"), { recursive: true, encoding: "utf8" })
+      .filter((f) => f.endsWith(".md") && !f.split(/[\\/]/).includes("api"))
+      .sort()
+      .map((f) => join(root, "docs", f))
+    : [];
+  return [join(root, "README.md"), ...pages];
+}
 /** A fence's language (its info string's first word, lower-cased) to the block's kind and its module's extension. */
 const languages: Record<string, { readonly lang: "ts" | "js"; readonly ext: string }> = {
   ts: { lang: "ts", ext: "ts" },
@@ -81,6 +109,9 @@ const markerWords = new Set(["run", "fragment"]);
 const runTimeoutMs = 20_000;
 const app = join(root, "scripts", "readme", "app.ts");
 const runtimes = join(root, "scripts", "readme", "runtimes.d.ts");
+/** Where the API reference is built (`npm run docs:api`); not committed, so links into it are resolved in a build. */
+const apiDir = join(root, "docs", "api");
+let apiBuild: string | undefined;
 
 /** What a fragment may use from the code around it, declared before it when it mentions the name. */
 const context: Record<string, string> = {
@@ -197,6 +228,7 @@ function parse(path: string): Block[] {
 }
 
 const blocks = docs.flatMap(parse);
+checkLinks(docs);
 const dir = mkdtempSync(join(tmpdir(), "redlease-readme-"));
 process.on(
   "exit",
@@ -344,3 +376,99 @@ console.log(
   } s in all${problems.length ? `; ${problems.length} problem(s)` : ""}`,
 );
 process.exit(problems.length === 0 ? 0 : 1);
+
+/**
+ * Pages that other branches of issue 31 add (helpers E and L): links to them are allowed before they exist here.
+ * Provided by other branches: the lead removes this list when merging them.
+ */
+function providedElsewhere(): ReadonlySet<string> {
+  return new Set(["docs/errors.md", "docs/cli.md", "docs/election.md", "docs/security.md"].map((f) => join(root, f)));
+}
+
+/**
+ * The file a link into docs/api/ names, in a reference built here into a temporary folder by scripts/api_docs.ts
+ * (once, on the first such link; under a second): a link to a symbol the JSDoc no longer has fails.
+ */
+function generatedApi(to: string): string {
+  if (apiBuild === undefined) {
+    apiBuild = mkdtempSync(join(tmpdir(), "redlease-readme-api-"));
+    const out = join(apiBuild, "api");
+    process.on("exit", () => rmSync(apiBuild!, { recursive: true, force: true }));
+    const r = spawnSync(process.execPath, ["--import", "tsx", join(root, "scripts", "api_docs.ts"), "--out", out], {
+      cwd: root,
+      encoding: "utf8",
+    });
+    if (r.status !== 0) problems.push(`the API reference did not build for the links into docs/api/:\n${r.stderr}`);
+  }
+  const mapped = join(apiBuild, "api", relative(apiDir, to));
+  return existsSync(mapped) && statSync(mapped).isDirectory() ? join(mapped, "index.html") : mapped;
+}
+
+/** GitHub's anchors for the headings of a Markdown text (outside fences), as its renderer makes them. */
+function anchors(text: string): Set<string> {
+  const seen = new Map<string, number>();
+  const out = new Set<string>();
+  let fence: string | undefined;
+  for (const line of text.split(/\r?\n/)) {
+    const f = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+    if (f) {
+      if (fence === undefined) fence = f[1];
+      else if (f[1][0] === fence[0] && f[1].length >= fence.length) fence = undefined;
+      continue;
+    }
+    if (fence !== undefined) continue;
+    const h = /^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$/.exec(line);
+    if (!h) continue;
+    const slug = h[1].replace(/<[^>]*>/g, "").toLowerCase().replace(/[^\p{L}\p{N}\p{M} _-]/gu, "").replace(/ /g, "-");
+    const n = seen.get(slug) ?? 0;
+    seen.set(slug, n + 1);
+    out.add(n === 0 ? slug : `${slug}-${n}`);
+  }
+  return out;
+}
+
+/**
+ * Every relative link of the checked Markdown files (`[text](target)`, images too, outside code) must name a file or
+ * folder of the repository, and its `#anchor`, if any, a heading of the Markdown file it names (or of its own page).
+ * Links with a scheme (https:, mailto:) are not followed.
+ */
+function checkLinks(files: readonly string[]): void {
+  const cache = new Map<string, Set<string>>();
+  const anchorsOf = (file: string) => {
+    if (!cache.has(file)) cache.set(file, anchors(readFileSync(file, "utf8")));
+    return cache.get(file)!;
+  };
+  const elsewhere = providedElsewhere();
+  for (const file of files) {
+    const rel = relative(root, file);
+    const doc = rel.startsWith("..") || isAbsolute(rel) ? file : rel;
+    let fence: string | undefined;
+    for (const [i, line] of readFileSync(file, "utf8").split(/\r?\n/).entries()) {
+      const f = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+      if (f) {
+        if (fence === undefined) fence = f[1];
+        else if (f[1][0] === fence[0] && f[1].length >= fence.length) fence = undefined;
+        continue;
+      }
+      if (fence !== undefined) continue;
+      const prose = line.replace(/(`+)[^`]*?\1/g, "");
+      for (const m of prose.matchAll(/\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\)/g)) {
+        const target = m[1];
+        if (target === "" || /^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
+        const [path, anchor] = target.split("#", 2) as [string, string | undefined];
+        let to = path === "" ? file : resolve(dirname(file), decodeURIComponent(path));
+        const at = `${doc}:${i + 1}: the link '${target}'`;
+        if (to === apiDir || to.startsWith(apiDir + sep)) to = generatedApi(to);
+        if (!existsSync(to)) {
+          if (!elsewhere.has(to)) problems.push(`${at} names a file that does not exist`);
+          continue;
+        }
+        if (anchor !== undefined && to.endsWith(".md") && statSync(to).isFile()) {
+          if (!anchorsOf(to).has(anchor.toLowerCase())) {
+            problems.push(`${at} names no heading of ${relative(root, to)}`);
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,6 +1,6 @@
 /**
- * `npm test`: freshness of the generated Lua module, type-check, README code blocks, lint, the JSR package (a
- * publish dry run and the doc lint of every export), build, and the same behavioural suite on Node, Bun and Deno,
+ * `npm test`: freshness of the generated Lua module, type-check, README's and docs/'s code blocks and links, the API
+ * reference, lint, the JSR package (a publish dry run and the doc lint of every export), build, and the same behavioural suite on Node, Bun and Deno,
  * with a pass count per runtime. Exits non-zero if any step fails.
  *
  *   node --import tsx scripts/test.ts [--only node,bun,deno] [--quick] [--jobs N]
@@ -139,9 +139,12 @@ const checks: Array<[string, string, string[]]> = [
   ["lua module fresh", process.execPath, ["--import", "tsx", "scripts/gen_lua.ts", "--check"]],
   ["type-check (core, web-only libs)", bin("tsc"), ["-p", "tsconfig.json"]],
   ["type-check (tests, harness, scripts, examples)", bin("tsc"), ["-p", "tsconfig.test.json"]],
-  // Every ts/js block of README.md type-checked against the source entry points, the ones marked `<!-- run -->`
-  // run against a throwaway redis-server and required to exit by themselves.
-  ["README code blocks", process.execPath, ["--import", "tsx", "scripts/check_readme.ts"]],
+  // Every ts/js block of README.md and docs/**/*.md type-checked against the source entry points, the ones marked
+  // `<!-- run -->` run against a throwaway redis-server and required to exit by themselves; their relative links
+  // resolved.
+  ["README and docs/: code blocks and links", process.execPath, ["--import", "tsx", "scripts/check_readme.ts"]],
+  // The API reference from the JSDoc (deno doc --html of every entry), built and its relative links resolved.
+  ["API reference builds, links resolve", process.execPath, ["--import", "tsx", "scripts/api_docs.ts"]],
   ["lint", bin("deno"), ["lint"]],
   ["format (deno fmt --check; run deno fmt to fix)", bin("deno"), ["fmt", "--check"]],
   ["exports match", process.execPath, ["--import", "tsx", "scripts/check_exports.ts"]],

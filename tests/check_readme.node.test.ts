@@ -1,6 +1,7 @@
 // scripts/check_readme.ts on READMEs of its own (its FILE.md arguments): every block a reader would take for
 // TypeScript or JavaScript is type-checked, wherever CommonMark puts it (a list item, a ~~~ fence, an info string
-// with a title), and a marker that marks nothing fails the check instead of being skipped. Node only: the checker
+// with a title), a marker that marks nothing fails the check instead of being skipped, and so does a relative link
+// to a file or heading that does not exist. Node only: the checker
 // type-checks with TypeScript programs of its own, and the runs need redis-server.
 // (From the review "check_readme silently skips blocks".)
 //
@@ -14,7 +15,7 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { after, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { runProcess } from "./_redis.ts";
@@ -69,6 +70,8 @@ function blocksOf(r: Run, name: string): string[] {
   return [...linesOf(r, name, "ok   FILE:"), ...linesOf(r, name, "FAIL FILE:")];
 }
 
+/** docs/api/ from the folder of the READMEs. */
+const api = relative(dir, join(root, "docs", "api"));
 const broken = 'const n: number = "not a number";\n';
 const brokenJs = '/** @type {number} */\nconst n = "not a number";\n';
 const typeError = "TS2322: Type 'string' is not assignable to type 'number'.";
@@ -91,6 +94,10 @@ const failing = check({
   crlf: "# x\r\n\r\n```ts\r\n" + broken.trimEnd() + "\r\n```\r\n",
   "crlf-run": "# x\r\n\r\n<!--   run   -->\r\n```ts\r\nprocess.exit(1);\r\n```\r\n",
   "typescript-word": "# x\n\n```TypeScript\n" + broken + "```\n",
+  links: "# x\n\n## Some `code` heading!\n\n[a](./missing.md) [b](#nope) [c](#some-code-heading) " +
+    "[d](./links.md#some-code-heading) [e](./links.md#zz)\n\n" +
+    // The API reference is generated, not committed: links into docs/api/ resolve in a build of it.
+    `[f](${api}/~/acquire.html) [g](${api}/) [h](${api}/~/noSuchSymbol.html)\n`,
 });
 
 const passing = check({
@@ -122,6 +129,12 @@ const passing = check({
     "// ```",
     'const d: string = "```";',
     "````",
+    "",
+    "[self](#x), [web](https://example.com/missing.md), `[code](missing.md)`",
+    "",
+    "```text",
+    "[in a fence](missing.md)",
+    "```",
     "",
     "<!-- note: not a marker -->",
     "",
@@ -210,15 +223,33 @@ describe("check_readme", { concurrency: true }, () => {
     failed(r, "typescript-word", "FAIL FILE:3 ts");
   });
 
+  test("a relative link to a missing file or heading fails; one to a heading GitHub makes passes", async () => {
+    const r = await failing;
+    failed(
+      r,
+      "links",
+      "FILE:5: the link './missing.md' names a file that does not exist",
+      "FILE:5: the link '#nope' names no heading of",
+      "FILE:5: the link './links.md#zz' names no heading of",
+    );
+    assert.equal(r.out.split("\n").filter((l) => l.startsWith(`${r.files.links}:5:`)).length, 3, r.out);
+  });
+
+  test("a link into the generated API reference resolves in a build of it: a symbol it lacks fails", async () => {
+    const r = await failing;
+    failed(r, "links", `FILE:7: the link '${api}/~/noSuchSymbol.html' names a file that does not exist`);
+    assert.equal(r.out.split("\n").filter((l) => l.startsWith(`${r.files.links}:7:`)).length, 1, r.out);
+  });
+
   test("each failing case's lines are problems of the run, which fail it: the run counts them all", async () => {
     // The lines the tests above assert, as problems (not as notes that would not fail the check): 1 per type
     // error (plain, list-item, title, tilde, tilde-long, the CRLF block, TypeScript-word; 4 in extensions), per
     // v4-only error (2), per block that exited with code 1 (2), and per line about a fence or a marker (tsx, jsx,
-    // 2 never closed, 1 indented 4 spaces, 2 marking nothing). A case alone in its run would fail the run by
-    // itself; here the count shows that none of them leaves it to the others. And 2 run (indented-run, crlf-run):
+    // 2 never closed, 1 indented 4 spaces, 2 marking nothing), and per broken link (4). A case alone in its run
+    // would fail the run by itself; here the count shows that none of them leaves it to the others. And 2 run (indented-run, crlf-run):
     // the block under marks-nothing's marker does not.
     const r = await failing;
-    assert.match(r.out, /^\d+ blocks type-checked in [\d.]+ s, 2 run; [\d.]+ s in all; 22 problem\(s\)$/m, r.out);
+    assert.match(r.out, /^\d+ blocks type-checked in [\d.]+ s, 2 run; [\d.]+ s in all; 26 problem\(s\)$/m, r.out);
   });
 
   test("blocks in all those forms pass when they are right", async () => {

@@ -38,6 +38,7 @@ export const COLORS: Record<string, string> = {
   "fenced-io": "#e7e75a",
   "guarded": "#dbdb8d",
   "fairfenced": "#8c564b",
+  "fairpermits": "#c49c94",
 };
 
 /** Text escaped for SVG. */

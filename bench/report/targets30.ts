@@ -224,12 +224,19 @@ function permitTargets(run: Run): Target[] {
     for (const [what, key, lower, unit, digits] of figures) {
       const t = `3. B6 W=${W} ${what}`;
       const c = contendedRatio(reps, agg, "redlease-permits", PEER_PERMITS, W, key, lower);
+      // The floor of the same guarantees against the same peer, and redlease against the floor.
+      const fl = contendedRatio(reps, agg, "fairpermits", PEER_PERMITS, W, key, lower);
+      const own = contendedRatio(reps, agg, "redlease-permits", ["fairpermits"], W, key, lower);
+      const floor = fl && own
+        ? `; floor: the fair notified permits with a fence (\`fairpermits\`, ${fmt(fl.mine[key], digits)} ${unit}) ` +
+          `${ratio(fl.x)} the peer, redlease ${ratio(own.x)} that floor${own.runs}`
+        : "";
       out.push(
         c
           ? {
             target: t,
             measured: `${ratio(c.x)} (${fmt(c.mine[key], digits)} vs ${c.base.variant.label} ` +
-              `${fmt(c.base[key], digits)} ${unit}${c.runs})`,
+              `${fmt(c.base[key], digits)} ${unit}${c.runs}${floor})`,
             met: ok(c.x) ? (lower ? c.x <= 1 : c.x >= 1) : undefined,
           }
           : { target: t, measured: missing(W), met: undefined },
@@ -310,7 +317,8 @@ export function targets30Section(tg: Target[]): string[] {
     `"floor": where a floor with redlease's guarantees is in the run, what it achieves against the same baseline and ` +
     `redlease against it — on node-redis \`fenced\` (the least a fenced lease does) and \`guarded\` (that with ` +
     `the least client work the guarantees need; left out of Redis CPU, its scripts are \`fenced\`'s), on ioredis ` +
-    `\`fenced-io\` (\`fenced\` on an ioredis client). "not measured": the run lacks the phase, library or W.`,
+    `\`fenced-io\` (\`fenced\` on an ioredis client); in B6 \`fairpermits\` (the fair notified permits with a fence ` +
+    `and an expiring queue). "not measured": the run lacks the phase, library or W.`,
     "",
     table(
       ["target", "measured", "met"],

@@ -1,6 +1,6 @@
 /**
- * The app that README.md's code blocks stand in for: the functions and values a block calls without defining them
- * (`chargeCustomer`, `ledger`, …), declared as globals for the type-check by `scripts/check_readme.ts`, and defined
+ * The app that the code blocks of README.md and docs/ stand in for: the functions and values a block calls without
+ * defining them (`chargeCustomer`, `ledger`, …), declared as globals for the type-check by `scripts/check_readme.ts`, and defined
  * on `globalThis` (before the block runs, by `--import`) for the blocks that it runs. One signature per name, so
  * every block must call it the same way. Not part of the library; `tsconfig.test.json` leaves this folder out so
  * that these globals are not seen by the tests.

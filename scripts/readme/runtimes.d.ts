@@ -1,4 +1,4 @@
-// What README.md's Deno and Bun blocks use of those runtimes, for `scripts/check_readme.ts`, which type-checks them
+// What the Deno and Bun blocks of README.md and docs/ use of those runtimes, for `scripts/check_readme.ts`, which type-checks them
 // with Node's types (`@types/node`; no Deno or Bun types are installed). Only the members the blocks use.
 
 declare namespace Deno {
@@ -7,6 +7,8 @@ declare namespace Deno {
     data: string,
     options?: { append?: boolean; create?: boolean; mode?: number; signal?: AbortSignal },
   ): Promise<void>;
+  /** The environment (`--allow-env`). */
+  const env: { get(key: string): string | undefined };
 }
 
 declare module "bun" {
