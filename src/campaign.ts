@@ -70,11 +70,9 @@ export async function campaign(client: RedisLike, name: string, options?: Campai
   checkClient(op, client);
   const { value, ...rest } = options ?? {};
   if (value !== undefined) checkValue(op, value);
-  // An election's own default lifetime (unless a fixed lease or another watchdog TTL is asked for).
-  const lifetime = rest.leaseMs === undefined && rest.watchdogMs === undefined
-    ? { watchdogMs: DEFAULT_ELECTION_WATCHDOG_MS }
-    : {};
-  let opts = resolveAcquire(op, name, { waitMs: Infinity, ...rest, ...lifetime }, ownerOf);
+  // An election's own default watchdog TTL, unless a fixed lease (or another TTL) is asked for.
+  const watchdogMs = rest.leaseMs === undefined ? rest.watchdogMs ?? DEFAULT_ELECTION_WATCHDOG_MS : rest.watchdogMs;
+  let opts = resolveAcquire(op, name, { waitMs: Infinity, ...rest, watchdogMs }, ownerOf);
   if (!isExclusive(opts.kind)) fail(op, "options", "cannot ask for a shared lease or permits", options);
   opts = { ...opts, leader: true };
   const state = stateOf(client);
