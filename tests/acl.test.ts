@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { createClient } from "redis";
 import { acquire, campaign, inspect, release, ReplicationError } from "../mod.ts";
 import * as scripts from "../src/_scripts.ts";
-import { aclOfDoc, grantedBy } from "./_acl.ts";
+import { aclOfDoc, exampleRules, grantedBy } from "./_acl.ts";
 import { adapters, contract } from "./_contract.ts";
 import { type Client, type RedisServer, runProcess, runtimeArgs, runtimeName, sleep, startRedis } from "./_redis.ts";
 import { waitUntil } from "../harness/wait.ts";
@@ -64,6 +64,11 @@ describe(`the ACL of docs/security.md (${runtimeName()})`, () => {
     }
     const missing = [...called].filter((c) => !granted.has(c));
     assert.deepEqual(missing, [], `called but not in docs/security.md's ACL: ${missing.join(" ")}`);
+  });
+
+  test("the doc's runnable example sets up the same rules as its acl block", () => {
+    const { example, block } = exampleRules();
+    assert.deepEqual(example, block);
   });
 
   test("the user is restricted: a key outside the prefix and an admin command are refused", async () => {
