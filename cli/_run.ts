@@ -96,7 +96,8 @@ write so that a deposed leader's late writes are rejected. Observers ('redlease 
 the library) see every change. Loss of the leadership stops CMD as 'run' stops it (exit code 4).
 
 Options:
-  --lease DURATION  leadership TTL, renewed every third of it while CMD runs (default 30s)
+  --lease DURATION  leadership TTL, renewed every third of it while CMD runs (default 8s: a dead leader
+                    is replaced within 8s; campaign()'s default)
   --fixed           no renewal: the leadership ends after --lease, and CMD is stopped then
   --wait DURATION   how long to campaign (default inf; 0 = only if nobody leads, else exit code 3)
   --grace DURATION  time between SIGTERM and SIGKILL after the leadership is lost (default 10s)
@@ -242,7 +243,9 @@ async function runUnder(cmd: "run" | "elect", argv: readonly string[]): Promise<
   const name = checkName(cmd, p.positionals[0]);
   if (p.command.length === 0) throw usage(cmd, `missing the command to run: redlease ${cmd} NAME -- CMD [ARGS…]`);
   const fixed = flag(p, "fixed");
-  const leaseMs = parseDuration(cmd, "lease", value(p, "lease") ?? "30s", { min: fixed ? 1 : 30 });
+  const leaseMs = parseDuration(cmd, "lease", value(p, "lease") ?? (cmd === "run" ? "30s" : "8s"), {
+    min: fixed ? 1 : 30,
+  });
   const waitMs = parseDuration(cmd, "wait", value(p, "wait") ?? (cmd === "run" ? "10s" : "inf"), {
     min: 0,
     infinite: true,

@@ -35,6 +35,12 @@ export { FENCE_RETAIN_MS, QUEUE_TTL_MS } from "./_scripts.ts";
 export const DEFAULT_PREFIX = "redlease";
 /** The TTL a watchdog keeps renewing when neither `leaseMs` nor `watchdogMs` is given, ms. */
 export const DEFAULT_WATCHDOG_MS = 30_000;
+/**
+ * The TTL a leader's watchdog keeps renewing when `campaign` gets neither `leaseMs` nor `watchdogMs`, ms: renewed every
+ * third of it (2,666 ms), so a leader that dies is replaced within it (8 s), and a leader that cannot renew (paused,
+ * partitioned) steps down at its local deadline, 82 ms (the drift margin) before Redis can elect another.
+ */
+export const DEFAULT_ELECTION_WATCHDOG_MS = 8_000;
 /** How long acquire() waits for a held lease by default, ms. */
 export const DEFAULT_WAIT_MS = 10_000;
 /** How long a waiter handed the lease has to claim it by default, ms. */

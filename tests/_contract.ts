@@ -240,10 +240,19 @@ export const adapters: readonly AdapterCase[] = [
   },
 ];
 
+/**
+ * Another way to run the contract: `label` names it in the test names, and `url` returns the URL the adapter's two
+ * clients connect with, after preparing the server through `admin` (e.g. a restricted ACL user's credentials).
+ */
+export interface ContractVariant {
+  readonly label: string;
+  url(srv: RedisServer, admin: Client): Promise<string>;
+}
+
 /** Register the contract tests for `ad` (nothing when the current runtime cannot run it). */
-export function contract(ad: AdapterCase): void {
+export function contract(ad: AdapterCase, variant?: ContractVariant): void {
   if (!ad.runtimes.includes(runtimeName() as Runtime)) return;
-  const n = ad.name;
+  const n = variant ? `${ad.name} ${variant.label}` : ad.name;
   let srv: RedisServer;
   let admin: Client;
   let made: Made[] = [];
@@ -265,7 +274,8 @@ export function contract(ad: AdapterCase): void {
     before(async () => {
       srv = await startRedis();
       admin = await srv.client();
-      made = [await ad.make(srv.url), await ad.make(srv.url)];
+      const url = variant ? await variant.url(srv, admin) : srv.url;
+      made = [await ad.make(url), await ad.make(url)];
       [a, b] = made.map((m) => m.client);
     });
     after(async () => {

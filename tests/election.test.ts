@@ -17,7 +17,7 @@ import { upstash } from "../src/adapters/http.ts";
 import { nodeRedisDriver } from "../src/_node_redis.ts";
 import { proclaim as PROCLAIM } from "../src/_scripts.ts";
 import type { Driver } from "../src/driver.ts";
-import { forceUnlock } from "../mod.ts";
+import { forceUnlock, inspect } from "../mod.ts";
 import { startHttpBridge } from "../harness/http_bridge.ts";
 import { type Client, noCommands, queued, type RedisServer, sleep, startRedis } from "./_redis.ts";
 import { waitUntil } from "../harness/wait.ts";
@@ -65,6 +65,24 @@ describe("leader election", () => {
   });
   after(async () => {
     await srv.stop();
+  });
+
+  test("a leadership's TTL is 8 s by default (not a lock's 30 s); watchdogMs and leaseMs still choose it", async () => {
+    const ttl = async (options?: Parameters<typeof campaign>[2]) => {
+      const name = fresh();
+      const lease = await campaign(a, name, options);
+      const left = (await inspect(b, name)).remainingMs;
+      await release(lease);
+      return left;
+    };
+    const byDefault = await ttl();
+    assert.ok(byDefault > 7_000 && byDefault <= 8_000, String(byDefault));
+    const undefinedGiven = await ttl({ watchdogMs: undefined, leaseMs: undefined });
+    assert.ok(undefinedGiven > 7_000 && undefinedGiven <= 8_000, String(undefinedGiven));
+    const longer = await ttl({ watchdogMs: 30_000 });
+    assert.ok(longer > 29_000 && longer <= 30_000, String(longer));
+    const fixed = await ttl({ leaseMs: 60_000 });
+    assert.ok(fixed > 59_000 && fixed <= 60_000, String(fixed));
   });
 
   test("one leader at a time; a resignation elects the next candidate with a higher term", async () => {
