@@ -6,7 +6,7 @@ import type { Bound, LeaseKeys, Logger } from "./_types.ts";
 import { PAUSE_GRACE_MS } from "./_defaults.ts";
 import { log } from "./_log.ts";
 import type { Script } from "./_scripts.ts";
-import { channelOf, parseMessage, type ScriptRunner, type WaiterMessage } from "./_protocol.ts";
+import { asUnavailable, channelOf, parseMessage, type ScriptRunner, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError } from "./errors.ts";
 import { afterMicrotasks, cancel, type Due, enqueue, type Timer, unrefTimeout } from "./_timers.ts";
 import type { Driver } from "./driver.ts";
@@ -197,6 +197,16 @@ class ScriptCall<R> extends Bounded<unknown, R> {
     this.own = false;
   }
 
+  /**
+   * A failed call fails as an outage (see asUnavailable: a timeout carries the client's last error as its cause),
+   * unless its signal aborted (its reason) or Redis answered with an error.
+   */
+  override settle(failed: boolean, value: unknown): void {
+    const bound = this.bound;
+    if (failed && !bound?.signal?.aborted) value = asUnavailable(value, bound?.name ?? "", this.driver.lastError?.());
+    super.settle(failed, value);
+  }
+
   /** Sent again where it can be (see `send`), else it fails: only a failed call pays for its recovery. */
   override rejected(e: unknown): void {
     this.retry(e).then((value) => this.settle(false, value), (failure) => this.settle(true, failure));
@@ -359,6 +369,11 @@ export class Connection implements ScriptRunner {
         );
       }
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
+  }
+
+  /** The last error the client reported about its connection, if its driver tells (see Driver.lastError). */
+  lastError(): unknown {
+    return this.driver.lastError?.();
   }
 
   /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */

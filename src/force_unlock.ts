@@ -16,7 +16,8 @@ export { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
  * @param client A connected node-redis client or a {@linkcode Driver}.
  * @param name The lease name.
  * @param options `prefix`, if the lease was acquired with one; `timeoutMs`, how long to wait for Redis
- *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}).
+ *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}). An unreachable Redis rejects with
+ *   {@linkcode RedisUnavailableError}, its `cause` the client's error.
  * @returns `true` if the lease was held.
  *
  * @example

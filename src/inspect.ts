@@ -63,7 +63,8 @@ export interface LeaseInfo {
  * @param client A connected node-redis v4 client.
  * @param name The lease name.
  * @param options `prefix`, if the lease was acquired with one; `timeoutMs`, how long to wait for Redis
- *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}).
+ *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}). An unreachable Redis rejects with
+ *   {@linkcode RedisUnavailableError}, its `cause` the client's error.
  *
  * @example
  * ```ts

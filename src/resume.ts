@@ -3,7 +3,7 @@ import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { ACQUIRE_GRACE_MS, DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import { emit } from "./_log.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
-import { asLockTimeout, extendCall, holdId, keysOf, parseToken, type TokenHold } from "./_protocol.ts";
+import { asUnavailable, extendCall, holdId, keysOf, parseToken, type TokenHold } from "./_protocol.ts";
 import type { Resolved } from "./_types.ts";
 import { checkCallOptions, fail, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, ReplicationError } from "./errors.ts";
@@ -36,8 +36,9 @@ export interface ResumeOptions
  *   (released, expired, force-unlocked, or taken by another owner since).
  * @throws {TypeError | RangeError} for a string that is not a lease token or invalid options, before any Redis
  *   command.
- * @throws {LockTimeoutError} when Redis did not answer within `timeoutMs` (its `cause` is a
- *   {@linkcode RedisTimeoutError}); `signal.reason` when `signal` aborts first.
+ * @throws {RedisTimeoutError} when Redis did not answer within `timeoutMs` (its `cause`: the Redis client's last
+ *   error, if any), {@linkcode RedisUnavailableError} when it could not be reached; `signal.reason` when `signal`
+ *   aborts first.
  * @throws {ReplicationError} with `replicas`, when too few replicas acknowledged the renewal.
  *
  * @example An HTTP handler acquires; a job worker finishes the job under the same lease
@@ -96,7 +97,7 @@ async function resumeResolved(
     renewed = await extendCall(state, held.keys, args, bound);
   } catch (e) {
     if (opts.signal?.aborted) throw opts.signal.reason;
-    throw asLockTimeout(e, opts.name, performance.now() - t0);
+    throw asUnavailable(e, opts.name, state.lastError());
   }
   if (renewed !== true) throw new LeaseLostError(opts.name, "not-held");
   const { kind, keys, owner, fence, fenceText } = held;
