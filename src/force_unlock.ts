@@ -1,6 +1,6 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { forceUnlockCall, keysOf } from "./_protocol.ts";
-import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
+import { checkCallOptions, checkName, checkPrefix, KEY_CALL_KEYS } from "./_validate.ts";
 import type { CallOptions, KeyOptions } from "./lease.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 
@@ -35,7 +35,7 @@ export async function forceUnlock(
   checkClient(op, client);
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
+  const timeoutMs = checkCallOptions(op, options, KEY_CALL_KEYS) ?? DEFAULT_CALL_TIMEOUT_MS;
   const until = performance.now() + timeoutMs;
   return await forceUnlockCall(stateOf(client), keysOf(prefix, name), { until, name }) !== "not-held";
 }

@@ -42,7 +42,7 @@ import {
   ValueType,
 } from "@opentelemetry/api";
 import type { AcquiredEvent, AcquireFailedEvent, LeaseEvent, LeaseEventHandler } from "./events.ts";
-import { fail } from "./_validate.ts";
+import { checkKeys, fail } from "./_validate.ts";
 import { isRedisUnavailableError } from "./errors.ts";
 
 export type * from "./events.ts";
@@ -394,6 +394,7 @@ function checkOptions(options: OtelOptions): {
 } {
   const op = "make an OpenTelemetry handler";
   if (options === null || typeof options !== "object") fail(op, "options", "must be an object", options);
+  checkKeys(op, options, ["meterProvider", "tracerProvider", "leaseName"]);
   const { leaseName = "spans" } = options;
   const meterProvider = options.meterProvider as MeterProvider | undefined;
   const tracerProvider = options.tracerProvider as TracerProvider | undefined;

@@ -59,12 +59,15 @@ export interface ResumeOptions
  * }
  * ```
  */
+/** The keys of ResumeOptions. */
+const RESUME_KEYS = ["leaseMs", "watchdogMs", "signal", "replicas", "replicaTimeoutMs", "timeoutMs"];
+
 export function resume(client: RedisLike, token: string, options?: ResumeOptions): Promise<Lease> {
   try {
     checkClient("resume lease", client);
     const held = parseToken(token);
     if (!held) fail("resume lease", "token", "must be a lease.token", token);
-    const timeoutMs = checkCallOptions("resume lease", options) ?? DEFAULT_CALL_TIMEOUT_MS;
+    const timeoutMs = checkCallOptions("resume lease", options, RESUME_KEYS) ?? DEFAULT_CALL_TIMEOUT_MS;
     const given = options ?? {};
     const opts = resolveAcquire("resume lease", held.name, {
       leaseMs: given.leaseMs,
