@@ -167,6 +167,8 @@ class ScriptCall<R> extends Bounded<unknown, R> {
   declare seen: Promise<unknown> | undefined;
   /** When its first failure came: the time left from then is what a timeout's message reports. */
   declare failedAt: number | undefined;
+  /** Its latest failure (one it sent again after): the cause of a timeout, when the client tells of none. */
+  declare failure: unknown;
   declare tries: number;
   /** How many times it waited for another call's send of the script's text. */
   declare textWaits: number;
@@ -192,18 +194,21 @@ class ScriptCall<R> extends Bounded<unknown, R> {
     this.args = args;
     this.seen = undefined;
     this.failedAt = undefined;
+    this.failure = undefined;
     this.tries = 0;
     this.textWaits = 0;
     this.own = false;
   }
 
   /**
-   * A failed call fails as an outage (see asUnavailable: a timeout carries the client's last error as its cause),
-   * unless its signal aborted (its reason) or Redis answered with an error.
+   * A failed call fails as an outage (see asUnavailable: a timeout carries the client's last error as its cause, else
+   * the failure it was sending again after), unless its signal aborted (its reason) or Redis answered with an error.
    */
   override settle(failed: boolean, value: unknown): void {
     const bound = this.bound;
-    if (failed && !bound?.signal?.aborted) value = asUnavailable(value, bound?.name ?? "", this.driver.lastError?.());
+    if (failed && !bound?.signal?.aborted) {
+      value = asUnavailable(value, bound?.name ?? "", this.driver.lastError?.() ?? this.failure);
+    }
     super.settle(failed, value);
   }
 
@@ -248,6 +253,7 @@ class ScriptCall<R> extends Bounded<unknown, R> {
         ? new RedisTimeoutError(bound.name, Math.round(bound.until - this.failedAt!))
         : undefined;
     this.failedAt ??= performance.now();
+    this.failure = error;
     const again = () => {
       const stopped = stop();
       return stopped ? Promise.reject(stopped) : this.send().catch((failure) => this.retry(failure));
