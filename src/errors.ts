@@ -118,8 +118,11 @@ export class RedisUnavailableError extends RedleaseError {
   }
   /** The class name, "RedisUnavailableError". */
   override name = "RedisUnavailableError";
-  // (Types only: makes the class nominal, so that `!isRedisUnavailableError(err)` does not narrow a LockTimeoutError,
-  // which has every member of this class, away.)
+  /**
+   * (Types only: makes the class nominal, so that `!isRedisUnavailableError(err)` does not narrow a LockTimeoutError,
+   * which has every member of this class, away.)
+   * @ignore
+   */
   declare private readonly outage: never;
   /**
    * redlease raises it; construct one yourself only to stand in for it, as in a test.
@@ -455,7 +458,8 @@ export function isRedleaseError(err: unknown): err is RedleaseError {
  * Whether `err` is a {@linkcode LockTimeoutError} from any copy of redlease (see {@linkcode isRedleaseError}).
  *
  * @param err Any value, such as a caught error.
- * @returns `true` when the wait for the lease ran out.
+ * @returns `true` when the lease is held by others (the wait ran out, or `waitMs: 0` found it held); never for an
+ *   outage, which is a {@linkcode RedisUnavailableError}.
  *
  * @example
  * ```ts
