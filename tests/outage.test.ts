@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createClient } from "redis";
+import { Redis as IORedis } from "ioredis";
 import {
   acquire,
   campaign,
@@ -22,6 +23,7 @@ import {
   resume,
   withLock,
 } from "../mod.ts";
+import { ioredis } from "../src/adapters/ioredis.ts";
 import { abortedWithin, type Client, holdsOf, queued, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let n = 0;
@@ -131,6 +133,23 @@ describe("outages are RedisUnavailableError, contention is LockTimeoutError", ()
       assert.ok(performance.now() - t0 < 2_000, "none waited for its bound");
     } finally {
       await c.disconnect().catch(() => {});
+      await own.stop();
+    }
+  });
+
+  test("ioredis (redlease/ioredis), Redis stopped: RedisUnavailableError, the client's error as cause", async () => {
+    const own = await startRedis();
+    const io = new IORedis(own.port, "127.0.0.1", { retryStrategy: () => 50 });
+    let errors = 0;
+    io.on("error", () => errors++);
+    try {
+      const driver = ioredis(io);
+      await release(await acquire(driver, fresh(), { waitMs: 0 }));
+      await own.kill();
+      await until("the client reported a connection error", () => errors > 0);
+      assertOutage(await rejection(acquire(driver, fresh(), { waitMs: 300 })), "acquire over ioredis", true);
+    } finally {
+      io.disconnect();
       await own.stop();
     }
   });
