@@ -491,26 +491,23 @@ function entryOf(attempt: Attempt): QueueEntry {
 
 /**
  * Listen on the attempt's waiter channel: how to stop listening, at once when this client listens there already (no
- * promise on the contended path), else once subscribed within the wait.
+ * promise on the contended path), else once subscribed within the wait's bound.
  */
-function listen(
-  attempt: Attempt,
-  onMessage: Waiter["onMessage"],
-  retryMs: number,
-): (() => void) | Promise<() => void> {
+function listen(attempt: Attempt, onMessage: Waiter["onMessage"]): (() => void) | Promise<() => void> {
   const listening = attempt.state.listen(attempt.keys, attempt.id, onMessage);
-  return typeof listening === "function" ? listening : subscribing(attempt, listening, retryMs);
+  return typeof listening === "function" ? listening : subscribing(attempt, listening);
 }
 
-/** The subscription under way, bounded by the wait. (Its own function: its closures cost listen() nothing.) */
-function subscribing(attempt: Attempt, listening: Promise<() => void>, retryMs: number): Promise<() => void> {
-  return bounded(listening, { ...attempt.bound, until: attempt.deadline }).catch((e: unknown) => {
+/**
+ * The subscription under way, bounded as every call of the attempt is (the wait plus ACQUIRE_GRACE_MS): one that is
+ * not up by then is an outage, as an unanswered call is, even though Redis said "held" just before (a subscription up
+ * after the deadline goes on to one last check, whose "held" is a LockTimeoutError). (Its own function: its closures
+ * cost listen() nothing.)
+ */
+function subscribing(attempt: Attempt, listening: Promise<() => void>): Promise<() => void> {
+  return bounded(listening, attempt.bound).catch((e: unknown) => {
     listening.then((leave) => leave(), () => {});
-    // Redis said "held" just before: a subscription not up by the deadline is that wait running out, unless the
-    // client has reported a connection error meanwhile (an outage).
-    throw e instanceof RedisTimeoutError && attempt.state.lastError() === undefined
-      ? attempt.timeout(retryMs)
-      : attempt.failure(e);
+    throw attempt.failure(e);
   });
 }
 
@@ -532,9 +529,11 @@ async function waitAsAttempt(attempt: Attempt, retryMs: number): Promise<Waited 
   const entry = entryOf(attempt);
   const waiter = new Waiter(entry);
   attempt.wait(retryMs);
-  const listening = listen(attempt, (m) => waiter.onMessage(m), retryMs);
+  const listening = listen(attempt, (m) => waiter.onMessage(m));
   const leave = typeof listening === "function" ? listening : await listening;
   try {
+    // Subscribed only after the wait ran out (Redis answers, slowly): its last answer, "held", stands.
+    if (listening !== leave && performance.now() >= attempt.deadline) throw attempt.timeout(retryMs);
     for (;;) {
       opts.signal?.throwIfAborted();
       if (waiter.state === "granted") {

@@ -9,6 +9,7 @@ import { Redis as IORedis } from "ioredis";
 import {
   acquire,
   campaign,
+  type Driver,
   extend,
   forceUnlock,
   inspect,
@@ -24,6 +25,7 @@ import {
   withLock,
 } from "../mod.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
+import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { abortedWithin, type Client, holdsOf, queued, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let n = 0;
@@ -152,6 +154,21 @@ describe("outages are RedisUnavailableError, contention is LockTimeoutError", ()
       io.disconnect();
       await own.stop();
     }
+  });
+
+  test("held, then no answer to the wait's SUBSCRIBE: an outage by waitMs + 250 ms, not busy", async () => {
+    const name = fresh();
+    const held = await acquire(admin, name, { leaseMs: 10_000 });
+    const real = nodeRedis(await srv.client());
+    const deaf: Driver = { ...real, subscribe: () => new Promise<never>(() => {}) }; // Redis says "held", then nothing
+    const t0 = performance.now();
+    const err = await rejection(acquire(deaf, name, { waitMs: 300 }));
+    assertOutage(err, "a waiter whose subscription gets no answer", true, false);
+    const ms = performance.now() - t0;
+    assert.ok(ms >= 500 && ms < 2_000, `settled after ${Math.round(ms)} ms (waitMs 300 + grace 250)`);
+    // A wait that Redis keeps answering "held" is busy, however short.
+    assert.ok((await rejection(acquire(real, name, { waitMs: 1 }))) instanceof LockTimeoutError);
+    await release(held);
   });
 
   test("held, then Redis stopped during the wait: the outage wins", async () => {
