@@ -80,8 +80,9 @@ export function eventKind(kind: Kind, leader: boolean | undefined): LeaseEventKi
  * What a call that failed with `e` rejects with, about the lease `name`: an error of redlease's own, a Redis error
  * reply (`ERR …`, `NOPERM …`: Redis answered) and an argument error (`Cannot …`) as they are; a RedisTimeoutError
  * without a cause gets `last` (the client's last error) as one; anything else — the client could not reach Redis, or
- * Redis answered that it cannot serve (LOADING, MASTERDOWN, CLUSTERDOWN, BUSY, TRYAGAIN, an HTTP 5xx) — becomes a
- * RedisUnavailableError with `e` as its cause. An outage is never a LockTimeoutError: that means held by others.
+ * Redis answered that it cannot serve now (LOADING, MASTERDOWN, CLUSTERDOWN, BUSY, TRYAGAIN, READONLY: a replica, as
+ * after a failover; NOREPLICAS; an HTTP 5xx) — becomes a RedisUnavailableError with `e` as its cause. An outage is
+ * never a LockTimeoutError: that means held by others.
  */
 export function asUnavailable(e: unknown, name: string, last?: unknown): unknown {
   if (e instanceof RedisTimeoutError) {
@@ -91,7 +92,9 @@ export function asUnavailable(e: unknown, name: string, last?: unknown): unknown
   const message = e instanceof Error ? e.message : String(e);
   if (
     /^(Cannot |[A-Z][A-Z_]+( |$))/.test(message) &&
-    !/^(LOADING|MASTERDOWN|CLUSTERDOWN|BUSY|TRYAGAIN)\b|^\S+ over HTTP failed with status 5/.test(message)
+    !/^(LOADING|MASTERDOWN|CLUSTERDOWN|BUSY|TRYAGAIN|READONLY|NOREPLICAS)\b|^\S+ over HTTP failed with status 5/.test(
+      message,
+    )
   ) {
     return e;
   }

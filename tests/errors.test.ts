@@ -116,6 +116,15 @@ describe("error guards", () => {
     const driver: Driver = { evalScript: () => Promise.reject(denied), loadScript: () => Promise.reject(denied) };
     const err = await acquire(driver, fresh(), { waitMs: 0 }).then(() => null, (e) => e);
     assert.equal(err, denied);
+    // …unless it says that Redis cannot serve now (loading its data, a replica since a failover): an outage.
+    for (
+      const text of ["LOADING Redis is loading the dataset in memory", "READONLY You can't write against a replica"]
+    ) {
+      const refusal = new Error(text);
+      const d: Driver = { evalScript: () => Promise.reject(refusal), loadScript: () => Promise.reject(refusal) };
+      const e = await acquire(d, fresh(), { waitMs: 0 }).then(() => null, (e) => e);
+      assert.ok(isRedisUnavailableError(e) && e.cause === refusal, `${text}: ${e}`);
+    }
   });
 
   test("a LeaseLostError that a fixed lease's signal aborts with", async () => {
