@@ -14,6 +14,9 @@ import type { LeaseEventHandler } from "./events.ts";
 export interface ResumeOptions
   extends Pick<AcquireOptions, "leaseMs" | "watchdogMs" | "signal" | "replicas" | "replicaTimeoutMs">, CallOptions {}
 
+/** The keys of ResumeOptions. */
+const RESUME_KEYS = ["leaseMs", "watchdogMs", "signal", "replicas", "replicaTimeoutMs", "timeoutMs"];
+
 /**
  * Take over a hold that another process acquired, from its `lease.token`: returns a handle on the same hold (the
  * same owner and fence, not a new acquisition), now renewed by this process, in watchdog mode unless `leaseMs` is
@@ -59,9 +62,6 @@ export interface ResumeOptions
  * }
  * ```
  */
-/** The keys of ResumeOptions. */
-const RESUME_KEYS = ["leaseMs", "watchdogMs", "signal", "replicas", "replicaTimeoutMs", "timeoutMs"];
-
 export function resume(client: RedisLike, token: string, options?: ResumeOptions): Promise<Lease> {
   try {
     checkClient("resume lease", client);
