@@ -13,7 +13,10 @@ export const EXIT = {
   BUSY: 3,
   /** `run`: the lease was lost while the command ran. */
   LOST: 4,
-  /** Redis unreachable, a Redis error, no answer in time, or (run from source) node-redis missing. */
+  /**
+   * Redis unavailable (unreachable, or no answer in time: an outage, never BUSY), a Redis error (NOPERM,
+   * WRONGPASS), or (run from source) node-redis missing.
+   */
   REDIS: 5,
   /** A bug in redlease. */
   INTERNAL: 70,
@@ -30,7 +33,8 @@ export const EXIT_CODES_HELP = `Exit codes:
   3         busy: another owner holds the lease and --wait ran out (at once with --wait 0), or it is held
             in a way this run cannot join (another number of --permits, or exclusive/shared against permits)
   4         run: the lease was lost while the command ran; the command got SIGTERM (SIGKILL after --grace)
-  5         Redis unreachable, Redis error or no answer within 10s (or, run from source, node-redis missing)
+  5         Redis unavailable (unreachable, or no answer in time: an outage, never reported as busy),
+            or a Redis error (such as NOPERM, WRONGPASS); or, run from source, node-redis missing
   70        internal error (a bug; REDLEASE_DEBUG=1 prints the stack trace)
   126, 127  run: the command could not be executed / was not found
   128+N     run: the command was killed by signal N, or redlease got signal N while waiting for the lease

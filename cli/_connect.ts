@@ -8,7 +8,11 @@ export type RedisClient = ReturnType<typeof createClient>;
 
 export const DEFAULT_URL = "redis://localhost:6379";
 
-/** The Redis URL to use: --url, else $REDIS_URL, else localhost. Checked here so a typo is a usage error. */
+/**
+ * The Redis URL to use: --url, else $REDIS_URL, else localhost; `redis://` or `rediss://` (TLS), with ACL credentials
+ * as `user:password@` if any (else REDIS_USERNAME / REDIS_PASSWORD: see envCredentials). Checked here so a typo is a
+ * usage error; a password in it is never printed (see redact).
+ */
 export function resolveUrl(command: string, flagValue: string | undefined): string {
   const fromEnv = process.env.REDIS_URL;
   const url = flagValue ?? (fromEnv !== undefined && fromEnv !== "" ? fromEnv : DEFAULT_URL);
@@ -17,7 +21,7 @@ export function resolveUrl(command: string, flagValue: string | undefined): stri
   try {
     parsed = new URL(url);
   } catch {
-    throw usage(command, `bad ${source} '${url}': expected redis://[user:password@]host[:port][/db]`);
+    throw usage(command, `bad ${source} '${redact(url)}': expected redis://[user:password@]host[:port][/db]`);
   }
   if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
     throw usage(command, `bad ${source} '${redact(url)}': the scheme must be redis:// or rediss://`);
@@ -40,7 +44,7 @@ export function serverOf(url: string): string {
   return `${u.protocol}//${u.hostname}:${u.port || "6379"}/${db}`;
 }
 
-/** The URL with its password hidden, for messages. */
+/** The URL with its password hidden, for messages: also in a URL that does not parse (a typo must not print it). */
 export function redact(url: string): string {
   try {
     const u = new URL(url);
@@ -48,8 +52,17 @@ export function redact(url: string): string {
     u.password = "***";
     return u.toString();
   } catch {
-    return url;
+    return url.replace(/^([^:/?#]*:\/\/[^:@/?#]*:)[^@]*@/, "$1***@");
   }
+}
+
+/**
+ * ACL credentials from the environment, for a URL that carries none: REDIS_USERNAME and REDIS_PASSWORD (the URL's
+ * own `user:password@` win). Passed to the client as options, so they are never part of a URL that is printed.
+ */
+export function envCredentials(): { username?: string; password?: string } {
+  const username = process.env.REDIS_USERNAME || undefined, password = process.env.REDIS_PASSWORD || undefined;
+  return { ...(username ? { username } : {}), ...(password ? { password } : {}) };
 }
 
 /**
@@ -70,6 +83,8 @@ export async function connect(url: string): Promise<RedisClient> {
   let client: RedisClient;
   try {
     client = redis.createClient({
+      // (node-redis lets the URL's credentials win over these.)
+      ...envCredentials(),
       url,
       disableOfflineQueue: true,
       socket: {

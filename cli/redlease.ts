@@ -16,6 +16,7 @@
  * @module
  */
 import { readFileSync } from "node:fs";
+import { isRedisUnavailableError } from "../mod.ts";
 import process from "node:process";
 import { flag, GLOBAL_OPTIONS, type OptionSpec, parseArgs } from "./_args.ts";
 import { CliError, describeError, EXIT, EXIT_CODES_HELP, say, usage, write } from "./_common.ts";
@@ -41,7 +42,10 @@ Options for every command:
   --version        print the version
 
 Environment:
-  REDIS_URL        the Redis URL when --url is not given
+  REDIS_URL        the Redis URL when --url is not given (redis:// or rediss:// for TLS;
+                   ACL credentials as redis://USER:PASSWORD@host)
+  REDIS_USERNAME, REDIS_PASSWORD
+                   the ACL user and password when the URL has none (the URL's win); never printed
   REDLEASE_DEBUG   set to 1 to print stack traces of unexpected errors
   REDLEASE_STATUS  1: show the status line of a waiting run or elect even when stderr is not a terminal;
                    0: never (default: on a terminal only)
@@ -56,6 +60,9 @@ const COMMANDS: Record<string, { help: string; main(argv: readonly string[]): Pr
   inspect: { help: INSPECT_HELP, main: inspectCommand },
   unlock: { help: UNLOCK_HELP, main: unlockCommand },
 };
+
+/** Every command word, for the messages about a missing or unknown one. */
+const EXPECTED = `expected one of ${[...Object.keys(COMMANDS), "help"].join(", ")}`;
 
 function version(): string {
   try {
@@ -88,7 +95,7 @@ async function main(argv: readonly string[]): Promise<number> {
       await write("stdout", HELP);
       return EXIT.OK;
     }
-    throw usage("", "missing a command: run, inspect or unlock");
+    throw usage("", `missing a command: ${EXPECTED}`);
   }
   if (word === "help") {
     const topic = argv[i + 1];
@@ -97,12 +104,12 @@ async function main(argv: readonly string[]): Promise<number> {
       return EXIT.OK;
     }
     const cmd = COMMANDS[topic];
-    if (!cmd) throw usage("", `unknown command '${topic}': expected run, inspect or unlock`);
+    if (!cmd) throw usage("", `unknown command '${topic}': ${EXPECTED}`);
     await write("stdout", cmd.help);
     return EXIT.OK;
   }
   const cmd = COMMANDS[word];
-  if (!cmd) throw usage("", `unknown command '${word}': expected run, inspect or unlock`);
+  if (!cmd) throw usage("", `unknown command '${word}': ${EXPECTED}`);
   return await cmd.main([...before, ...argv.slice(i + 1)]);
 }
 
@@ -123,6 +130,12 @@ async function report(e: unknown): Promise<number> {
   if (e instanceof CliError) {
     await say(e.message);
     return e.code;
+  }
+  if (isRedisUnavailableError(e)) {
+    // An outage, never "busy": the library's own error, with the Redis client's error under it.
+    const text = describeError(e), under = e.cause === undefined ? "" : describeError(e.cause);
+    await say(under && !text.includes(under) ? `${text} (${under})` : text);
+    return EXIT.REDIS;
   }
   const name = (e as { constructor?: { name?: string } })?.constructor?.name ?? "";
   const code = (e as { code?: unknown })?.code;

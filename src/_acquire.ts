@@ -12,7 +12,7 @@ import { drift, grant, type Granted, LeaseImpl, releaseHandle } from "./_hold.ts
 import {
   acquireCall,
   type Acquired,
-  asLockTimeout,
+  asUnavailable,
   attemptId,
   eventKind,
   extendCall,
@@ -29,7 +29,14 @@ import type { LeaseKeys, Resolved } from "./_types.ts";
 import { checkNames, fail, resolveAcquire } from "./_validate.ts";
 import { Waiter } from "./_waiter.ts";
 
-import { LeaseKindError, LeaseLostError, LockTimeoutError, RedisTimeoutError, ReplicationError } from "./errors.ts";
+import {
+  LeaseKindError,
+  LeaseLostError,
+  LockTimeoutError,
+  RedisTimeoutError,
+  RedisUnavailableError,
+  ReplicationError,
+} from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 
 /** The owner string of a Lease handle from this library. */
@@ -115,7 +122,7 @@ class Attempt {
   queued = false;
   /** Whether undo() has been sent since the last call. */
   #undone = false;
-  /** Set when a grant came too late to use: the reason a wait that then runs out gives. */
+  /** Set when a grant came too late to use: why a wait that then runs out is an outage (Redis is too slow to use). */
   #late: Error | undefined;
   /** Resolves (true) once the undo of the latest late grant has run in Redis; undefined after restart(). */
   #lateUndone: Promise<boolean> | undefined;
@@ -215,7 +222,7 @@ class Attempt {
     const opts = this.opts, undone = this.#lateUndone;
     if (undone) {
       this.#lateUndone = undefined;
-      if (!await afterUndo(undone, opts, this.deadline)) throw this.timeout(-1);
+      if (!await afterUndo(undone, opts, this.deadline)) throw this.slow();
     }
     this.id = attemptId();
     if (opts.owner === undefined) this.owner = newOwner(opts);
@@ -250,16 +257,35 @@ class Attempt {
     return giveBack(this.state, this.keys, args, ms, this.opts.name, 0, ran);
   }
 
-  /** The error to reject with: the signal's reason, a LockTimeoutError for a bound that passed, else as is. */
+  /**
+   * The error to reject with: the signal's reason; for an outage (no answer within the bound, or no connection) a
+   * RedisUnavailableError, whatever Redis answered before (see asUnavailable); else as is.
+   */
   failure(e: unknown): unknown {
     const { signal, name } = this.opts;
     if (signal?.aborted) return signal.reason;
     if (e instanceof LeaseKindError && e.lockName === "") return new LeaseKindError(name, e.why, e.found);
-    return asLockTimeout(e, name, this.waited());
+    return asUnavailable(e, name, this.state.lastError());
   }
 
-  timeout(retryMs: number): LockTimeoutError {
-    return new LockTimeoutError(this.opts.name, retryMs, this.waited(), this.#late && { cause: this.#late });
+  /**
+   * The wait ran out: a LockTimeoutError when Redis last answered that the lease is held (`retryMs`: for how long);
+   * when it last granted it too late to use, Redis is too slow to hold a lease: a RedisUnavailableError.
+   */
+  timeout(retryMs: number): LockTimeoutError | RedisUnavailableError {
+    return this.#late ? this.slow() : new LockTimeoutError(this.opts.name, retryMs, this.waited());
+  }
+
+  /** Redis answered too late to use (a grant that came after the lease ran out, or its undo not in time). */
+  slow(): RedisUnavailableError {
+    const name = this.opts.name, late = this.#late;
+    return new RedisUnavailableError(
+      name,
+      `Redis is too slow for lease '${name}': ${late?.message ?? "no answer in time"}`,
+      {
+        cause: late ?? this.state.lastError(),
+      },
+    );
   }
 
   waited(): number {
@@ -465,22 +491,23 @@ function entryOf(attempt: Attempt): QueueEntry {
 
 /**
  * Listen on the attempt's waiter channel: how to stop listening, at once when this client listens there already (no
- * promise on the contended path), else once subscribed within the wait.
+ * promise on the contended path), else once subscribed within the wait's bound.
  */
-function listen(
-  attempt: Attempt,
-  onMessage: Waiter["onMessage"],
-  retryMs: number,
-): (() => void) | Promise<() => void> {
+function listen(attempt: Attempt, onMessage: Waiter["onMessage"]): (() => void) | Promise<() => void> {
   const listening = attempt.state.listen(attempt.keys, attempt.id, onMessage);
-  return typeof listening === "function" ? listening : subscribing(attempt, listening, retryMs);
+  return typeof listening === "function" ? listening : subscribing(attempt, listening);
 }
 
-/** The subscription under way, bounded by the wait. (Its own function: its closures cost listen() nothing.) */
-function subscribing(attempt: Attempt, listening: Promise<() => void>, retryMs: number): Promise<() => void> {
-  return bounded(listening, { ...attempt.bound, until: attempt.deadline }).catch((e: unknown) => {
+/**
+ * The subscription under way, bounded as every call of the attempt is (the wait plus ACQUIRE_GRACE_MS): one that is
+ * not up by then is an outage, as an unanswered call is, even though Redis said "held" just before (a subscription up
+ * after the deadline goes on to one last check, whose "held" is a LockTimeoutError). (Its own function: its closures
+ * cost listen() nothing.)
+ */
+function subscribing(attempt: Attempt, listening: Promise<() => void>): Promise<() => void> {
+  return bounded(listening, attempt.bound).catch((e: unknown) => {
     listening.then((leave) => leave(), () => {});
-    throw e instanceof RedisTimeoutError ? attempt.timeout(retryMs) : attempt.failure(e);
+    throw attempt.failure(e);
   });
 }
 
@@ -502,9 +529,11 @@ async function waitAsAttempt(attempt: Attempt, retryMs: number): Promise<Waited 
   const entry = entryOf(attempt);
   const waiter = new Waiter(entry);
   attempt.wait(retryMs);
-  const listening = listen(attempt, (m) => waiter.onMessage(m), retryMs);
+  const listening = listen(attempt, (m) => waiter.onMessage(m));
   const leave = typeof listening === "function" ? listening : await listening;
   try {
+    // Subscribed only after the wait ran out (Redis answers, slowly): its last answer, "held", stands.
+    if (listening !== leave && performance.now() >= attempt.deadline) throw attempt.timeout(retryMs);
     for (;;) {
       opts.signal?.throwIfAborted();
       if (waiter.state === "granted") {

@@ -11,7 +11,7 @@ import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
 import {
   acquireAllCall,
-  asLockTimeout,
+  asUnavailable,
   attemptId,
   eventKind,
   holdId,
@@ -23,7 +23,7 @@ import {
 } from "./_protocol.ts";
 import { nap } from "./_timers.ts";
 import type { LeaseKeys, Resolved } from "./_types.ts";
-import { LockTimeoutError, RedisTimeoutError } from "./errors.ts";
+import { LockTimeoutError, RedisTimeoutError, RedisUnavailableError } from "./errors.ts";
 
 /** acquire(client, names, opts) after validation: `opts.name` is the first name; `names` are distinct. */
 export async function acquireNames(client: RedisLike, names: readonly string[], opts: Resolved): Promise<LeaseGroup> {
@@ -100,7 +100,7 @@ async function acquireAtOnce(call: NamesCall): Promise<LeaseGroup | undefined> {
     // Unknown outcome: give back whatever this attempt took, name by name.
     await call.settle(undo());
     throw call.failed(
-      opts.signal?.aborted ? opts.signal.reason : asLockTimeout(e, opts.name, performance.now() - call.start),
+      opts.signal?.aborted ? opts.signal.reason : asUnavailable(e, opts.name, state.lastError()),
     );
   }
   if (!Array.isArray(reply)) {
@@ -140,7 +140,11 @@ async function undoLate(call: NamesCall, undo: (ran: () => void) => Promise<unkn
   } catch (e) {
     throw call.failed(e);
   }
-  if (!ok) throw call.failed(call.timeout());
+  if (!ok) {
+    // Redis granted too late to use, and did not run the undo before the wait ran out: too slow, not contention.
+    const why = `Redis is too slow for lease '${opts.name}': its grant came after the lease ran out`;
+    throw call.failed(new RedisUnavailableError(opts.name, why, { cause: call.state.lastError() }));
+  }
   if (opts.owner === undefined) call.owner = newOwner(opts);
 }
 

@@ -6,7 +6,7 @@ import type { Bound, LeaseKeys, Logger } from "./_types.ts";
 import { PAUSE_GRACE_MS } from "./_defaults.ts";
 import { log } from "./_log.ts";
 import type { Script } from "./_scripts.ts";
-import { channelOf, parseMessage, type ScriptRunner, type WaiterMessage } from "./_protocol.ts";
+import { asUnavailable, channelOf, parseMessage, type ScriptRunner, type WaiterMessage } from "./_protocol.ts";
 import { RedisTimeoutError } from "./errors.ts";
 import { afterMicrotasks, cancel, type Due, enqueue, type Timer, unrefTimeout } from "./_timers.ts";
 import type { Driver } from "./driver.ts";
@@ -167,6 +167,8 @@ class ScriptCall<R> extends Bounded<unknown, R> {
   declare seen: Promise<unknown> | undefined;
   /** When its first failure came: the time left from then is what a timeout's message reports. */
   declare failedAt: number | undefined;
+  /** Its latest failure (one it sent again after): the cause of a timeout, when the client tells of none. */
+  declare failure: unknown;
   declare tries: number;
   /** How many times it waited for another call's send of the script's text. */
   declare textWaits: number;
@@ -192,9 +194,22 @@ class ScriptCall<R> extends Bounded<unknown, R> {
     this.args = args;
     this.seen = undefined;
     this.failedAt = undefined;
+    this.failure = undefined;
     this.tries = 0;
     this.textWaits = 0;
     this.own = false;
+  }
+
+  /**
+   * A failed call fails as an outage (see asUnavailable: a timeout carries the client's last error as its cause, else
+   * the failure it was sending again after), unless its signal aborted (its reason) or Redis answered with an error.
+   */
+  override settle(failed: boolean, value: unknown): void {
+    const bound = this.bound;
+    if (failed && !bound?.signal?.aborted) {
+      value = asUnavailable(value, bound?.name ?? "", this.driver.lastError?.() ?? this.failure);
+    }
+    super.settle(failed, value);
   }
 
   /** Sent again where it can be (see `send`), else it fails: only a failed call pays for its recovery. */
@@ -238,6 +253,7 @@ class ScriptCall<R> extends Bounded<unknown, R> {
         ? new RedisTimeoutError(bound.name, Math.round(bound.until - this.failedAt!))
         : undefined;
     this.failedAt ??= performance.now();
+    this.failure = error;
     const again = () => {
       const stopped = stop();
       return stopped ? Promise.reject(stopped) : this.send().catch((failure) => this.retry(failure));
@@ -359,6 +375,11 @@ export class Connection implements ScriptRunner {
         );
       }
     } catch { /* INFO may be disabled (managed Redis): nothing to check */ }
+  }
+
+  /** The last error the client reported about its connection, if its driver tells (see Driver.lastError). */
+  lastError(): unknown {
+    return this.driver.lastError?.();
   }
 
   /** `WAIT replicas timeout` on the connection that wrote `key`; resolves the number of acknowledgements. */

@@ -4,7 +4,7 @@
 import { checkClient, type ClientState, stateOf } from "./_client.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import { fencedEval, type Script } from "./_scripts.ts";
-import { fail } from "./_validate.ts";
+import { checkKeys, fail } from "./_validate.ts";
 import { slotOf } from "./adapters/_slot.ts";
 import { StaleFenceError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
@@ -145,10 +145,14 @@ function checkMs(op: string, what: string, v: unknown, fallback: number): number
   fail(op, what, `must be an integer from 1 to ${MAX_MS}`, v, typeof v === "number" ? RangeError : TypeError);
 }
 
-/** A checked options object of a fenced write (undefined is an empty one). */
-export function checkOptions<T extends FenceOptions>(op: string, options: T | undefined): T {
+/**
+ * A checked options object of a fenced write (undefined is an empty one): FenceOptions, plus the `extra` keys of the
+ * write's own options; any other key is a TypeError.
+ */
+export function checkOptions<T extends FenceOptions>(op: string, options: T | undefined, ...extra: string[]): T {
   if (options === undefined) return {} as T;
   if (typeof options !== "object" || options === null) fail(op, "options", "must be an object", options);
+  checkKeys(op, options, ["name", "retainMs", "timeoutMs", "signal", ...extra]);
   return options;
 }
 

@@ -7,7 +7,7 @@ import type { HoldEventBase, LeaseEventHandler } from "./events.ts";
 import { emit, log } from "./_log.ts";
 import { heldCallUntil } from "./_defaults.ts";
 import { eventKind, holdId, kindName, tokenOf } from "./_protocol.ts";
-import { type LeaseLossReason, LeaseLostError } from "./errors.ts";
+import { type LeaseLossReason, LeaseLostError, RedisTimeoutError } from "./errors.ts";
 import type { Lease, LeaseKind } from "./lease.ts";
 import { cancel, type Due, schedule } from "./_timers.ts";
 import { Ending } from "./_ending.ts";
@@ -46,6 +46,8 @@ export interface Target {
   readonly resumable: boolean;
   /** Where messages about holds here go (see configure()). */
   readonly logger: Logger | null;
+  /** The last error the Redis client reported about its connection, if it tells (one Redis: see Driver.lastError). */
+  lastError?(): unknown;
   /** Who hears of what happens to holds here (see configure()), if anyone. */
   readonly events: LeaseEventHandler | undefined;
 }
@@ -116,6 +118,10 @@ export class Hold {
   #lostWith: LeaseLostError | undefined;
   #timer: unknown;
   #renewing = false;
+  /** When the renewal in flight was sent (clock.now() time). */
+  #sentAt = 0;
+  /** The last renewal's failure, until a renewal succeeds: the cause of a loss as "unreachable". */
+  #failure: unknown;
   /** Conservative local deadline, clock.now() time. */
   #deadline: number;
   /** TTL set on renewal (watchdog) or the fixed lease. */
@@ -298,16 +304,28 @@ export class Hold {
       this.#timer = this.clock.set(() => this.#guard(true), 1);
       return;
     }
-    this.lose(this.#watchdog ? "unreachable" : "expired");
+    this.#timedOut();
+  }
+
+  /**
+   * The deadline passed without a renewal: lost as "unreachable" (a fixed lease: "expired"), with the last renewal's
+   * failure as its cause, or else a RedisTimeoutError for the renewal in flight (its own cause: the client's last
+   * error, if it reported one).
+   */
+  #timedOut(): void {
+    if (!this.#watchdog) return this.lose("expired", this.#failure);
+    const ms = this.#renewing ? this.#deadline - this.#sentAt : 0;
+    const lastError = this.target.lastError?.();
+    this.lose("unreachable", this.#failure ?? new RedisTimeoutError(this.name, ms, { cause: lastError }));
   }
 
   async #renew(): Promise<void> {
     this.#timer = undefined;
     if (!this.active) return;
-    if (this.clock.now() >= this.#deadline) return this.lose(this.#watchdog ? "unreachable" : "expired");
+    if (this.clock.now() >= this.#deadline) return this.#timedOut();
     this.#renewing = true;
     this.#arm(); // the deadline guard while the renewal is in flight
-    const t0 = this.clock.now();
+    const t0 = this.#sentAt = this.clock.now();
     let held: boolean;
     try {
       held = await this.target.renew(this, this.#ms, { until: this.#deadline, name: this.name, signal: this.ending });
@@ -319,6 +337,7 @@ export class Hold {
     this.#renewing = false;
     if (!this.active) return;
     if (!held) return this.lose("not-held");
+    this.#failure = undefined;
     this.renewed(t0, this.#ms);
     const ev = this.target.events;
     if (ev && this.#told === ev) emit(ev, { type: "renewed", ...this.event(), ttlMs: this.#ms });
@@ -326,6 +345,7 @@ export class Hold {
 
   /** Redis unreachable or erroring: keep trying until the local deadline, then give the lease up. */
   #renewFailed(error: unknown): void {
+    this.#failure = error;
     const left = this.#deadline - this.clock.now();
     const ev = this.target.events;
     if (ev && this.#told === ev) {

@@ -3,6 +3,7 @@
 import type { Driver } from "./driver.ts";
 import { slotOf } from "./adapters/_slot.ts";
 import { unrefTimeout } from "./_timers.ts";
+import { watchErrors } from "./adapters/_watch.ts";
 
 type Listener = (message: string) => void;
 type Fn = (...args: never[]) => unknown;
@@ -60,11 +61,13 @@ function evals(send: (keys: readonly string[], command: string[]) => Promise<unk
 
 /** Wrap a node-redis v4/v5 standalone, cluster or sentinel client. */
 export function nodeRedisDriver(client: unknown): Driver {
-  if (has(client, "sSubscribe", "nodeClient") && Array.isArray((client as Cluster).masters)) {
-    return clusterDriver(client as Cluster);
-  }
-  if (has(client, "getMasterNode", "sendCommand", "subscribe")) return sentinelDriver(client as Sentinel);
-  return standaloneDriver(client as Standalone);
+  const driver = has(client, "sSubscribe", "nodeClient") && Array.isArray((client as Cluster).masters)
+    ? clusterDriver(client as Cluster)
+    : has(client, "getMasterNode", "sendCommand", "subscribe")
+    ? sentinelDriver(client as Sentinel)
+    : standaloneDriver(client as Standalone);
+  const lastError = watchErrors(client);
+  return lastError ? { ...driver, lastError } : driver;
 }
 
 // Long: one closure per driver method over the same cluster client and its subscriptions; each method is short.

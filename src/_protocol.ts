@@ -23,7 +23,7 @@ import {
   releaseSet as RELEASE_SET,
   type Script,
 } from "./_scripts.ts";
-import { LeaseKindError, LockTimeoutError, RedisTimeoutError } from "./errors.ts";
+import { LeaseKindError, RedisTimeoutError, RedisUnavailableError, RedleaseError } from "./errors.ts";
 
 /**
  * What the protocol needs of a client: running a script, and the command its scripts publish with. A client's
@@ -77,12 +77,28 @@ export function eventKind(kind: Kind, leader: boolean | undefined): LeaseEventKi
 }
 
 /**
- * What an acquire (or resume) that could not learn its outcome from Redis in time rejects with: a RedisTimeoutError
- * becomes a LockTimeoutError of the lease `name` after `waitedMs` (with it as its cause, so the message says Redis
- * was slow, not the holder); anything else is returned as it is.
+ * What a call that failed with `e` rejects with, about the lease `name`: an error of redlease's own, a Redis error
+ * reply (`ERR …`, `NOPERM …`: Redis answered) and an argument error (`Cannot …`) as they are; a RedisTimeoutError
+ * without a cause gets `last` (the client's last error) as one; anything else — the client could not reach Redis, or
+ * Redis answered that it cannot serve now (LOADING, MASTERDOWN, CLUSTERDOWN, BUSY, TRYAGAIN, READONLY: a replica, as
+ * after a failover; NOREPLICAS; an HTTP 5xx) — becomes a RedisUnavailableError with `e` as its cause. An outage is
+ * never a LockTimeoutError: that means held by others.
  */
-export function asLockTimeout(e: unknown, name: string, waitedMs: number): unknown {
-  return e instanceof RedisTimeoutError ? new LockTimeoutError(name, -1, waitedMs, { cause: e }) : e;
+export function asUnavailable(e: unknown, name: string, last?: unknown): unknown {
+  if (e instanceof RedisTimeoutError) {
+    return e.cause === undefined && last !== undefined ? new RedisTimeoutError(name, e.timeoutMs, { cause: last }) : e;
+  }
+  if (e instanceof RedleaseError) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  if (
+    /^(Cannot |[A-Z][A-Z_]+( |$))/.test(message) &&
+    !/^(LOADING|MASTERDOWN|CLUSTERDOWN|BUSY|TRYAGAIN|READONLY|NOREPLICAS)\b|^\S+ over HTTP failed with status 5/.test(
+      message,
+    )
+  ) {
+    return e;
+  }
+  return new RedisUnavailableError(name, `Redis is unavailable for lease '${name}': ${message}`, { cause: e });
 }
 
 /**

@@ -12,7 +12,7 @@ import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS } from "./_defaults.ts";
 import { drift, grant, type Hold, holdMap, type LeaseImpl, type Target } from "./_hold.ts";
 import {
   acquireOnNode,
-  asLockTimeout,
+  asUnavailable,
   attemptId,
   eventKind,
   extendCall,
@@ -192,11 +192,14 @@ async function acquireOn(
     const attempt = startAttempt(opts, owner, bound.until);
     let replies: unknown[];
     try {
-      replies = await bounded(sendAttempt(group, keys, opts, attempt), bound);
+      // Each node's call is bounded by `bound.until` itself (a node that has not answered by then is an error among
+      // the replies): so the nodes that answered decide, and a majority that said "held" is a LockTimeoutError even
+      // when the others never answer. Here only the signal: it settles at once on abort.
+      replies = await bounded(sendAttempt(group, keys, opts, attempt), { ...bound, until: Infinity });
     } catch (e) {
       await undo(group, keys, opts, attempt, bound.until);
       if (opts.signal?.aborted) throw opts.signal.reason;
-      throw asLockTimeout(e, opts.name, performance.now() - start);
+      throw asUnavailable(e, opts.name);
     }
     const lease = grantOnQuorum(group, keys, opts, attempt, replies);
     if (lease) return lease;

@@ -89,11 +89,76 @@ function checkInt(op: string, what: string, v: unknown, min: number, max = MAX_T
   fail(op, what, `must be an integer from ${min} to ${max}`, v, typeof v === "number" ? RangeError : TypeError);
 }
 
-/** The `timeoutMs` of a CallOptions object, or undefined for the call's default. */
-export function checkCallOptions(op: string, options: CallOptions | undefined): number | undefined {
+/** The options of release(), extend() and proclaim(): CallOptions. */
+export const CALL_KEYS: readonly string[] = ["timeoutMs"];
+/** The options of inspect() and forceUnlock(): KeyOptions and CallOptions. */
+export const KEY_CALL_KEYS: readonly string[] = ["prefix", "timeoutMs"];
+/** The options of acquire() and withLock(): AcquireOptions. */
+const ACQUIRE_KEYS: readonly string[] = [
+  "prefix",
+  "shared",
+  "permits",
+  "leaseMs",
+  "watchdogMs",
+  "waitMs",
+  "signal",
+  "owner",
+  "label",
+  "replicas",
+  "replicaTimeoutMs",
+  "claimMs",
+  "lockDelayMs",
+  "nodeTimeoutMs",
+  "retryDelayMs",
+];
+
+/**
+ * Fail with a TypeError for a key of `options` that is not one of `keys`, naming the closest valid one: in plain
+ * JavaScript a misspelt option (`{ wait: 1000 }`) would otherwise be ignored and its default used. Cheap enough for
+ * the uncontended acquire: a loop over the keys given (for…in over a plain object allocates nothing), each looked up
+ * in a short list; the suggestion is worked out only when one is unknown.
+ */
+export function checkKeys<T extends object | undefined>(op: string, options: T, keys: readonly string[]): T {
+  for (const key in options) if (!keys.includes(key)) unknownKey(op, key, keys);
+  return options;
+}
+
+function unknownKey(op: string, key: string, keys: readonly string[]): never {
+  let best = "", least = Math.max(2, key.length >> 1) + 1;
+  for (const k of keys) {
+    const d = distance(key.toLowerCase(), k.toLowerCase());
+    if (d < least) [best, least] = [k, d];
+  }
+  const hint = best ? `did you mean '${best}'?` : `valid options: ${keys.join(", ")}`;
+  throw new TypeError(`Cannot ${op}: unknown option '${key.length > 40 ? key.slice(0, 40) + "…" : key}' (${hint})`);
+}
+
+/** The edit distance (Levenshtein) between `a` and `b`. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length];
+}
+
+/**
+ * The `timeoutMs` of a CallOptions object, or undefined for the call's default; an unknown key (one not in `keys`)
+ * is a TypeError.
+ */
+export function checkCallOptions(
+  op: string,
+  options: CallOptions | undefined,
+  keys: readonly string[] = CALL_KEYS,
+): number | undefined {
   if (options !== undefined && (typeof options !== "object" || options === null)) {
     fail(op, "options", "must be an object", options);
   }
+  checkKeys(op, options, keys);
   return options?.timeoutMs === undefined ? undefined : checkInt(op, "timeoutMs", options.timeoutMs, 1);
 }
 
@@ -110,7 +175,7 @@ export function resolveAcquire(
 ): Resolved {
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  const opts = options ?? {};
+  const opts = checkKeys(op, options ?? {}, ACQUIRE_KEYS);
   const ms = checkLifetime(op, opts);
   const watchdog = opts.leaseMs === undefined;
   const waitMs = checkWaitMs(op, opts.waitMs ?? DEFAULT_WAIT_MS);

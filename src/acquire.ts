@@ -31,12 +31,15 @@ export type { Driver } from "./driver.ts";
  *   "Several names at once"). Not with Redlock.
  * @param options See {@linkcode AcquireOptions}.
  * @returns The held {@linkcode Lease}.
- * @throws {LockTimeoutError} when `waitMs` runs out (or with `waitMs: 0`, when the lease is held).
- * @throws {TypeError | RangeError} for invalid arguments, before any Redis command.
+ * @throws {LockTimeoutError} when the lease is held by others and `waitMs` runs out (or with `waitMs: 0`, at once):
+ *   only when Redis's last answer said "held".
+ * @throws {RedisUnavailableError} when Redis could not be reached (its `cause`: the client's error, e.g. a
+ *   connection reset), and {@linkcode RedisTimeoutError} when it did not answer within `waitMs` + 250 ms (its
+ *   `cause`: the client's last error, if any) — also when it had answered "held" before: the outage wins. The
+ *   command's outcome is unknown, so the attempt is undone (once Redis answers again); retrying the call is safe.
+ * @throws {TypeError | RangeError} for invalid arguments (an unknown option key included), before any Redis command.
  * @throws `signal.reason` when `signal` aborts the wait (within 50 ms, whatever the connection does).
- * @throws the client's own error (e.g. a connection reset) when a command fails: its outcome is unknown, so the
- *   attempt is undone first; retrying the call is safe. A Redis that does not answer within `waitMs` + 250 ms is
- *   a {@linkcode LockTimeoutError} whose `cause` is a {@linkcode RedisTimeoutError}.
+ * @throws a Redis error reply (e.g. `NOPERM`) as the client reported it: Redis answered, but refused.
  *
  * @example Hold a lease and release it at the end of the scope
  * ```ts

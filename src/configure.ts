@@ -1,5 +1,5 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
-import { fail } from "./_validate.ts";
+import { checkKeys, fail } from "./_validate.ts";
 import type { LeaseEventHandler } from "./events.ts";
 import type { Logger } from "./_types.ts";
 
@@ -55,6 +55,7 @@ export function configure(client: RedisLike, options: ConfigureOptions): void {
   const op = "configure";
   checkClient(op, client);
   if (options === null || typeof options !== "object") fail(op, "options", "must be an object", options);
+  checkKeys(op, options, ["logger", "onEvent"]);
   const logger = options.logger;
   if (logger !== undefined && logger !== null) {
     if (typeof logger !== "object" || typeof logger.warn !== "function") {

@@ -70,6 +70,23 @@ export interface Driver {
    * Redis refused with `CLUSTERDOWN` or `TRYAGAIN` are sent again without asking.
    */
   unsent?(error: unknown): boolean;
+  /**
+   * The last error the client reported about its connection (for example the `error` event of a client that is
+   * reconnecting), or `undefined` once it is connected again. redlease makes it the `cause` of the
+   * {@linkcode RedisTimeoutError} of a call that got no answer, so that an outage says why. The built-in drivers
+   * (node-redis, ioredis) watch the client's errors without handling them: a client without an `error` listener
+   * still throws them as before.
+   *
+   * @default {undefined}
+   * @example
+   * ```ts
+   * let last: unknown;
+   * client.on("error", (e: unknown) => (last = e));
+   * client.on("ready", () => (last = undefined));
+   * const driver: Driver = { ...base, lastError: () => last };
+   * ```
+   */
+  lastError?(): unknown;
   /** Whether scripts must notify waiters with `SPUBLISH` (Redis Cluster sharded pub/sub) instead of `PUBLISH`. */
   readonly sharded?: boolean;
   /**

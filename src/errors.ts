@@ -39,9 +39,12 @@ export class RedleaseError extends Error {
 }
 
 /**
- * The wait for a lease ran out (or `waitMs: 0` found it held). `remainingMs` is the holder's remaining lease
- * time as Redis reported it on the last attempt (`-1` if the lease had no TTL); with a lock delay (`lockDelayMs`),
- * the time until that delay would end, the holder's time included.
+ * The lease is held by others: the wait for it ran out (or `waitMs: 0` found it held). Raised only when Redis
+ * answered, and its last answer was "held": an outage is a {@linkcode RedisUnavailableError} instead, never this
+ * (so code that answers this error with "busy", such as HTTP 409, never reports an outage as contention).
+ * `remainingMs` is the holder's remaining lease time as Redis reported it on the last attempt (`-1` if the lease had
+ * no TTL); with a lock delay (`lockDelayMs`), the time until that delay would end, the holder's time included. Both
+ * times are whole milliseconds: `remainingMs` rounded up, `waitedMs` rounded to the nearest.
  *
  * @example
  * ```ts
@@ -59,36 +62,43 @@ export class LockTimeoutError extends RedleaseError {
   }
   /** The class name, "LockTimeoutError". */
   override name = "LockTimeoutError";
-  /** The holder's remaining lease time in ms at the last attempt (with a lock delay: until the delay ends). */
+  /**
+   * The holder's remaining lease time in whole ms (rounded up) at the last attempt (with a lock delay: until the
+   * delay ends); `-1`: no TTL.
+   */
   readonly remainingMs: number;
-  /** How long this call waited, in ms. */
+  /** How long this call waited, in whole ms (rounded to the nearest). */
   readonly waitedMs: number;
   /**
    * redlease raises it; construct one yourself only to stand in for it, as in a test.
    *
    * @param lockName The lease name.
-   * @param remainingMs The holder's remaining lease time in ms at the last attempt (`-1`: no TTL, or unknown).
-   * @param waitedMs How long the call waited, in ms.
-   * @param options `cause`: what ended the wait, when it was not the holder (a {@linkcode RedisTimeoutError} when
-   *   Redis did not answer in time); the message then says so instead of "held by another owner".
+   * @param remainingMs The holder's remaining lease time in ms at the last attempt (`-1`: no TTL); rounded up.
+   * @param waitedMs How long the call waited, in ms; rounded to the nearest.
+   * @param options `cause`: an error that explains the wait further, if any.
    */
   constructor(lockName: string, remainingMs: number, waitedMs: number, options?: { cause?: unknown }) {
-    const cause = options?.cause;
-    const why = cause instanceof RedisTimeoutError
-      ? "Redis did not answer in time"
-      : cause instanceof Error
-      ? cause.message
-      : `held by another owner for ${remainingMs} ms more`;
-    super(lockName, `Cannot acquire lease '${lockName}': ${why} (waited ${Math.round(waitedMs)} ms)`, options);
-    this.remainingMs = remainingMs;
-    this.waitedMs = waitedMs;
+    const left = Math.ceil(remainingMs), waited = Math.round(waitedMs);
+    super(
+      lockName,
+      `Cannot acquire lease '${lockName}': held by another owner for ${left} ms more (waited ${waited} ms)`,
+      options,
+    );
+    this.remainingMs = left;
+    this.waitedMs = waited;
   }
 }
 
 /**
  * Redis could not be reached, or did not answer, so redlease cannot tell whether the lease is held: an outage, not
- * contention (which is a {@linkcode LockTimeoutError}). `cause` carries the last error from the Redis client when
- * there was one. {@linkcode RedisTimeoutError} (Redis did not answer within a bound) is one of these.
+ * contention (which is a {@linkcode LockTimeoutError}). Every call rejects with it then: `acquire` (whatever its
+ * `waitMs`), `withLock`, `campaign`, `resume`, `release`, `extend`, `inspect` and `forceUnlock`; an acquire's attempt
+ * is undone once Redis answers again. `cause` carries the last error from the Redis client when there was one (for
+ * example `connect ECONNREFUSED`, or the error the client emitted while reconnecting). {@linkcode RedisTimeoutError}
+ * (Redis did not answer within a bound) is one of these.
+ *
+ * It does not extend {@linkcode LockTimeoutError} on purpose: code that maps a LockTimeoutError to "busy, try
+ * another time" must never see an outage, whose next step differs (retry once Redis is back, alert).
  *
  * @example Busy is 409, an outage is 503
  * ```ts
@@ -109,6 +119,12 @@ export class RedisUnavailableError extends RedleaseError {
   /** The class name, "RedisUnavailableError". */
   override name = "RedisUnavailableError";
   /**
+   * (Types only: makes the class nominal, so that `!isRedisUnavailableError(err)` does not narrow a LockTimeoutError,
+   * which has every member of this class, away.)
+   * @ignore
+   */
+  declare private readonly outage: never;
+  /**
    * redlease raises it; construct one yourself only to stand in for it, as in a test.
    *
    * @param lockName The lease name.
@@ -121,8 +137,9 @@ export class RedisUnavailableError extends RedleaseError {
 }
 
 /**
- * Redis did not answer a lease command within its bound: the caller's deadline (`acquire`'s `waitMs`), or the
- * `timeoutMs` of `release`, `extend` and `forceUnlock`. The command's outcome is unknown: it may still run when
+ * Redis did not answer a lease command within its bound: the caller's deadline (`acquire`'s `waitMs` plus a grace of
+ * 250 ms), or the `timeoutMs` of `release`, `extend`, `inspect` and `forceUnlock`. A {@linkcode RedisUnavailableError};
+ * `cause` is the last error the Redis client reported, when it reported one. The command's outcome is unknown: it may still run when
  * the connection recovers. redlease undoes an `acquire` whose outcome is unknown once Redis answers again; a
  * `release` that timed out leaves the lease to expire by its TTL (its watchdog has stopped).
  *
@@ -142,17 +159,19 @@ export class RedisTimeoutError extends RedisUnavailableError {
   }
   /** The class name, "RedisTimeoutError". */
   override name = "RedisTimeoutError";
-  /** The bound that passed, in ms. */
+  /** The bound that passed, in whole ms. */
   readonly timeoutMs: number;
   /**
    * redlease raises it; construct one yourself only to stand in for it, as in a test.
    *
    * @param lockName The lease name.
-   * @param timeoutMs The bound that passed, in ms.
+   * @param timeoutMs The bound that passed, in ms; rounded to the nearest.
+   * @param options `cause`: the last error the Redis client reported, if any.
    */
-  constructor(lockName: string, timeoutMs: number) {
-    super(lockName, `Redis did not answer within ${timeoutMs} ms about lease '${lockName}'`);
-    this.timeoutMs = timeoutMs;
+  constructor(lockName: string, timeoutMs: number, options?: { cause?: unknown }) {
+    const ms = Math.round(timeoutMs);
+    super(lockName, `Redis did not answer within ${ms} ms about lease '${lockName}'`, options);
+    this.timeoutMs = ms;
   }
 }
 
@@ -164,7 +183,8 @@ export type LeaseLossReason = "expired" | "not-held" | "unreachable";
  * with when the lease was lost before the callback settled.
  * - `expired`: a fixed lease reached its local deadline.
  * - `not-held`: Redis says this owner no longer holds it (expired there, force-unlocked, or the key was removed).
- * - `unreachable`: renewals failed until the local deadline passed; the lease must be presumed gone.
+ * - `unreachable`: renewals failed until the local deadline passed; the lease must be presumed gone. `cause` is the
+ *   last renewal's error (a {@linkcode RedisUnavailableError} whose own `cause` is the Redis client's error).
  *
  * @example
  * ```ts
@@ -301,8 +321,9 @@ export class ReplicationError extends RedleaseError {
 
 /**
  * Redlock could not reach a majority of its independent masters: too many of them failed or did not answer
- * within the per-node timeout. Distinct from {@linkcode LockTimeoutError}, which means the lease is held by
- * someone else. `errors` holds the per-node failures.
+ * within the per-node timeout. An outage, so a {@linkcode RedisUnavailableError} (its guard holds for it too);
+ * distinct from {@linkcode LockTimeoutError}, which means the lease is held by someone else (a majority of masters
+ * said so). `errors` holds the per-node failures; the first is the `cause`.
  *
  * @example
  * ```ts
@@ -315,7 +336,7 @@ export class ReplicationError extends RedleaseError {
  * }
  * ```
  */
-export class QuorumError extends RedleaseError {
+export class QuorumError extends RedisUnavailableError {
   static {
     brand(this, "QuorumError");
   }
@@ -437,7 +458,8 @@ export function isRedleaseError(err: unknown): err is RedleaseError {
  * Whether `err` is a {@linkcode LockTimeoutError} from any copy of redlease (see {@linkcode isRedleaseError}).
  *
  * @param err Any value, such as a caught error.
- * @returns `true` when the wait for the lease ran out.
+ * @returns `true` when the lease is held by others (the wait ran out, or `waitMs: 0` found it held); never for an
+ *   outage, which is a {@linkcode RedisUnavailableError}.
  *
  * @example
  * ```ts

@@ -16,7 +16,8 @@ import { LeaseGroup } from "./_group.ts";
  *   then lost and its signal aborts with {@linkcode LeaseLostError}.
  * @throws {TypeError | RangeError} for an invalid `lease` or `leaseMs`, before any Redis command; a Redis error
  *   is passed through.
- * @throws {RedisTimeoutError} when Redis did not answer within `timeoutMs` (the deadline is not moved).
+ * @throws {RedisTimeoutError} when Redis did not answer within `timeoutMs` (the deadline is not moved), and
+ *   {@linkcode RedisUnavailableError} when it could not be reached; `cause`: the Redis client's error.
  * @throws {ReplicationError} with the `replicas` option, when too few replicas acknowledged the new TTL (the
  *   primary has it; the local deadline is not moved).
  *

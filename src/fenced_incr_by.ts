@@ -61,7 +61,7 @@ export function fencedIncrBy(
 ): Promise<number | undefined> {
   const op = "make a fenced write";
   try {
-    const opts = checkOptions(op, options);
+    const opts = checkOptions(op, options, "floor", "ceiling");
     checkInteger(op, "by", by);
     const { floor, ceiling } = opts;
     if (floor !== undefined) checkInteger(op, "floor", floor);

@@ -60,7 +60,7 @@ export function fencedSet(
 ): Promise<boolean> {
   const op = "make a fenced write";
   try {
-    const opts = checkOptions(op, options);
+    const opts = checkOptions(op, options, "px", "ifChanged");
     if (typeof value !== "string") fail(op, "value", "must be a string", value);
     const px = opts.px;
     if (px !== undefined && !(typeof px === "number" && Number.isInteger(px) && px >= 1 && px <= 2_147_483_647)) {

@@ -1,6 +1,6 @@
 // Fenced writes to PostgreSQL, through the caller's own parameterised query function: no SQL client is a dependency.
 import { checkKey, type FenceSource, resolveFence } from "./_fence.ts";
-import { fail } from "./_validate.ts";
+import { checkKeys, fail } from "./_validate.ts";
 import { StaleFenceError } from "./errors.ts";
 
 /**
@@ -200,7 +200,7 @@ export async function fencedSqlUpdate(
 ): Promise<FencedSqlResult> {
   const op = "make a fenced SQL write";
   checkQuery(op, query);
-  checkOptions(op, options);
+  checkOptions(op, options, ["name", "fenceColumn"]);
   const { fence, lockName, leaseSignal } = resolveFence(op, lease, options?.name);
   if (typeof update !== "object" || update === null) fail(op, "update", "must be an object", update);
   const { table, set, where, returning } = update;
@@ -242,10 +242,12 @@ export async function fencedSqlUpdate(
   }
 }
 
-function checkOptions(op: string, options: unknown): void {
+/** An options object (or undefined) with none but the `keys` given. */
+function checkOptions(op: string, options: unknown, keys: readonly string[]): void {
   if (options !== undefined && (typeof options !== "object" || options === null)) {
     fail(op, "options", "must be an object", options);
   }
+  checkKeys(op, options as object | undefined, keys);
 }
 
 /** `text` (the `set` or `where` of an update) may use only the placeholders of `params`: the fence is bound after. */
@@ -385,7 +387,7 @@ export async function fencedSqlTransaction<Q extends SqlQuery, T>(
 ): Promise<T> {
   const op = "run a fenced SQL transaction";
   checkQuery(op, query);
-  checkOptions(op, options);
+  checkOptions(op, options, ["name", "table", "begin", "isolation"]);
   const { fence, lockName, leaseSignal } = resolveFence(op, lease, options?.name);
   checkKey(op, "resource", resource);
   if (typeof work !== "function") fail(op, "work", "must be a function (q) => Promise", work);

@@ -1,6 +1,6 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { forceUnlockCall, keysOf } from "./_protocol.ts";
-import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
+import { checkCallOptions, checkName, checkPrefix, KEY_CALL_KEYS } from "./_validate.ts";
 import type { CallOptions, KeyOptions } from "./lease.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 
@@ -16,7 +16,8 @@ export { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
  * @param client A connected node-redis client or a {@linkcode Driver}.
  * @param name The lease name.
  * @param options `prefix`, if the lease was acquired with one; `timeoutMs`, how long to wait for Redis
- *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}).
+ *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}). An unreachable Redis rejects with
+ *   {@linkcode RedisUnavailableError}, its `cause` the client's error.
  * @returns `true` if the lease was held.
  *
  * @example
@@ -34,7 +35,7 @@ export async function forceUnlock(
   checkClient(op, client);
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
+  const timeoutMs = checkCallOptions(op, options, KEY_CALL_KEYS) ?? DEFAULT_CALL_TIMEOUT_MS;
   const until = performance.now() + timeoutMs;
   return await forceUnlockCall(stateOf(client), keysOf(prefix, name), { until, name }) !== "not-held";
 }

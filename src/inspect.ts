@@ -1,6 +1,6 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { inspectCall, keysOf, kindName, labelOf, permitsOf } from "./_protocol.ts";
-import { checkCallOptions, checkName, checkPrefix } from "./_validate.ts";
+import { checkCallOptions, checkName, checkPrefix, KEY_CALL_KEYS } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import type { CallOptions, KeyOptions, LeaseKind } from "./lease.ts";
 
@@ -63,7 +63,8 @@ export interface LeaseInfo {
  * @param client A connected node-redis v4 client.
  * @param name The lease name.
  * @param options `prefix`, if the lease was acquired with one; `timeoutMs`, how long to wait for Redis
- *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}).
+ *   (default 5000; then it rejects with {@linkcode RedisTimeoutError}). An unreachable Redis rejects with
+ *   {@linkcode RedisUnavailableError}, its `cause` the client's error.
  *
  * @example
  * ```ts
@@ -81,7 +82,7 @@ export async function inspect(
   checkClient(op, client);
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  const timeoutMs = checkCallOptions(op, options) ?? DEFAULT_CALL_TIMEOUT_MS;
+  const timeoutMs = checkCallOptions(op, options, KEY_CALL_KEYS) ?? DEFAULT_CALL_TIMEOUT_MS;
   const until = performance.now() + timeoutMs;
   const snapshot = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
   const owners: LeaseHolder[] = [], delayed: LeaseHolder[] = [];

@@ -61,12 +61,14 @@ export interface Lease extends AsyncDisposable {
 export type LeaseKind = "exclusive" | "shared" | "permit";
 
 /**
- * Options of `release`, `extend`, `forceUnlock`, `inspect` and `resume`: how long to wait for Redis.
+ * Options of `release`, `extend`, `forceUnlock`, `inspect` and `resume`: how long to wait for Redis. As for every
+ * options object of redlease, a key that is none of these is a `TypeError` naming it and the closest valid one, before
+ * any Redis command (`{ timeout: 500 }`: "unknown option 'timeout' (did you mean 'timeoutMs'?)").
  */
 export interface CallOptions {
   /**
    * How long the call may wait for Redis, in ms; it then rejects with {@linkcode RedisTimeoutError} (the
-   * command's outcome is unknown). Integer from 1 to 2147483647.
+   * command's outcome is unknown; an outage, never a {@linkcode LockTimeoutError}). Integer from 1 to 2147483647.
    * @default {the lease's remaining time, at least 250 ms, for release and extend; 5000 for forceUnlock, inspect and resume}
    */
   readonly timeoutMs?: number;
@@ -86,7 +88,16 @@ export interface KeyOptions {
 }
 
 /**
- * Options for {@linkcode acquire} and {@linkcode withLock}.
+ * Options for {@linkcode acquire} and {@linkcode withLock}. An unknown key is a `TypeError` that names it and the
+ * closest valid one, before any Redis command: in plain JavaScript, `{ wait: 1000 }` would otherwise wait with the
+ * default.
+ *
+ * @example
+ * ```ts
+ * import { acquire } from "redlease";
+ * // TypeError: Cannot acquire lease: unknown option 'wait' (did you mean 'waitMs'?)
+ * await acquire(client, "report", { wait: 1000 } as never).catch((e) => console.error(e.message));
+ * ```
  */
 export interface AcquireOptions extends KeyOptions {
   /**
@@ -134,7 +145,9 @@ export interface AcquireOptions extends KeyOptions {
   readonly watchdogMs?: number;
   /**
    * How long to wait for a held lease, in ms. `0` makes a single attempt; `Infinity` waits until `signal`
-   * aborts. Waiting is queued (first come, first served) and woken by the release itself, not by polling.
+   * aborts. Waiting is queued (first come, first served) and woken by the release itself, not by polling. When it
+   * runs out with the lease held by others, the call rejects with {@linkcode LockTimeoutError}; when Redis stops
+   * answering meanwhile, with {@linkcode RedisTimeoutError} by `waitMs` + 250 ms (an outage wins over "held").
    * @default {10000}
    */
   readonly waitMs?: number;

@@ -2,7 +2,7 @@ import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { bounded } from "./_connection.ts";
 import { electionChannelOf, keysOf, labelOf, leaderCall, type LeaderReply } from "./_protocol.ts";
 import { nap } from "./_timers.ts";
-import { checkName, checkPrefix, fail } from "./_validate.ts";
+import { checkKeys, checkName, checkPrefix, fail } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import type { KeyOptions } from "./lease.ts";
 
@@ -66,6 +66,7 @@ export function observe(client: RedisLike, name: string, options?: ObserveOption
   checkClient(op, client);
   checkName(op, name);
   const prefix = checkPrefix(op, options);
+  checkKeys(op, options, ["prefix", "signal", "pollMs"]);
   const signal = options?.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
   const pollMs = options?.pollMs;

@@ -42,7 +42,8 @@ import {
   ValueType,
 } from "@opentelemetry/api";
 import type { AcquiredEvent, AcquireFailedEvent, LeaseEvent, LeaseEventHandler } from "./events.ts";
-import { fail } from "./_validate.ts";
+import { checkKeys, fail } from "./_validate.ts";
+import { isRedisUnavailableError } from "./errors.ts";
 
 export type * from "./events.ts";
 export type { LeaseKind } from "./lease.ts";
@@ -216,10 +217,14 @@ interface PerKind {
 /**
  * A low-cardinality name for the type of `e`, for `error.type`: its `name` (`LockTimeoutError`, `AbortError`), else
  * its class, else its system error code (`ECONNRESET`: a socket's errors are plain `Error`s), else `Error`, else
- * `_OTHER`.
+ * `_OTHER`. A plain RedisUnavailableError (the wrapper of a Redis client's error) is named by its cause, the more
+ * telling (`ECONNRESET`, `ClientOfflineError`); its subclasses (`RedisTimeoutError`, `QuorumError`) by their own.
  */
 function errorType(e: unknown): string {
   if (e === null || typeof e !== "object") return "_OTHER";
+  if (isRedisUnavailableError(e) && e.name === "RedisUnavailableError" && e.cause !== undefined) {
+    return errorType(e.cause);
+  }
   const name = (e as { name?: unknown }).name;
   if (typeof name === "string" && name !== "" && name !== "Error") return name;
   const cls = (e as { constructor?: { name?: unknown } }).constructor?.name;
@@ -389,6 +394,7 @@ function checkOptions(options: OtelOptions): {
 } {
   const op = "make an OpenTelemetry handler";
   if (options === null || typeof options !== "object") fail(op, "options", "must be an object", options);
+  checkKeys(op, options, ["meterProvider", "tracerProvider", "leaseName"]);
   const { leaseName = "spans" } = options;
   const meterProvider = options.meterProvider as MeterProvider | undefined;
   const tracerProvider = options.tracerProvider as TracerProvider | undefined;

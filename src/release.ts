@@ -8,7 +8,8 @@ import { checkCallOptions } from "./_validate.ts";
  *
  * Never throws because the lease is gone: it resolves `false` when the lease was no longer held (expired,
  * force-unlocked, or released already — a second release of the same handle is `false`), so it is safe in
- * `finally`. It rejects only for a Redis error; the lease then expires on its own within its TTL, since its
+ * `finally`. It rejects only for a Redis error or outage ({@linkcode RedisUnavailableError}, its `cause` the client's
+ * error); the lease then expires on its own within its TTL, since its
  * watchdog has stopped. `lease.signal` aborts with an `AbortError` DOMException.
  *
  * It settles within `timeoutMs`: by default the lease's remaining time, and at least 250 ms, so a `release` in

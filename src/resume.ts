@@ -3,7 +3,7 @@ import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { ACQUIRE_GRACE_MS, DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import { emit } from "./_log.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
-import { asLockTimeout, extendCall, holdId, keysOf, parseToken, type TokenHold } from "./_protocol.ts";
+import { asUnavailable, extendCall, holdId, keysOf, parseToken, type TokenHold } from "./_protocol.ts";
 import type { Resolved } from "./_types.ts";
 import { checkCallOptions, fail, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError, LockTimeoutError, ReplicationError } from "./errors.ts";
@@ -13,6 +13,9 @@ import type { LeaseEventHandler } from "./events.ts";
 /** Options of {@linkcode resume}: how the new process keeps the hold, and how long to wait for Redis. */
 export interface ResumeOptions
   extends Pick<AcquireOptions, "leaseMs" | "watchdogMs" | "signal" | "replicas" | "replicaTimeoutMs">, CallOptions {}
+
+/** The keys of ResumeOptions. */
+const RESUME_KEYS = ["leaseMs", "watchdogMs", "signal", "replicas", "replicaTimeoutMs", "timeoutMs"];
 
 /**
  * Take over a hold that another process acquired, from its `lease.token`: returns a handle on the same hold (the
@@ -36,8 +39,9 @@ export interface ResumeOptions
  *   (released, expired, force-unlocked, or taken by another owner since).
  * @throws {TypeError | RangeError} for a string that is not a lease token or invalid options, before any Redis
  *   command.
- * @throws {LockTimeoutError} when Redis did not answer within `timeoutMs` (its `cause` is a
- *   {@linkcode RedisTimeoutError}); `signal.reason` when `signal` aborts first.
+ * @throws {RedisTimeoutError} when Redis did not answer within `timeoutMs` (its `cause`: the Redis client's last
+ *   error, if any), {@linkcode RedisUnavailableError} when it could not be reached; `signal.reason` when `signal`
+ *   aborts first.
  * @throws {ReplicationError} with `replicas`, when too few replicas acknowledged the renewal.
  *
  * @example An HTTP handler acquires; a job worker finishes the job under the same lease
@@ -63,7 +67,7 @@ export function resume(client: RedisLike, token: string, options?: ResumeOptions
     checkClient("resume lease", client);
     const held = parseToken(token);
     if (!held) fail("resume lease", "token", "must be a lease.token", token);
-    const timeoutMs = checkCallOptions("resume lease", options) ?? DEFAULT_CALL_TIMEOUT_MS;
+    const timeoutMs = checkCallOptions("resume lease", options, RESUME_KEYS) ?? DEFAULT_CALL_TIMEOUT_MS;
     const given = options ?? {};
     const opts = resolveAcquire("resume lease", held.name, {
       leaseMs: given.leaseMs,
@@ -96,7 +100,7 @@ async function resumeResolved(
     renewed = await extendCall(state, held.keys, args, bound);
   } catch (e) {
     if (opts.signal?.aborted) throw opts.signal.reason;
-    throw asLockTimeout(e, opts.name, performance.now() - t0);
+    throw asUnavailable(e, opts.name, state.lastError());
   }
   if (renewed !== true) throw new LeaseLostError(opts.name, "not-held");
   const { kind, keys, owner, fence, fenceText } = held;

@@ -1152,4 +1152,82 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       rmSync(copy, { recursive: true, force: true });
     }
   });
+
+  test("an unknown or missing command: the message lists every command", T, async () => {
+    const runs = await Promise.all([cli(["frobnicate"]), cli([]), cli(["help", "frobnicate"])]);
+    for (const r of runs) {
+      assert.equal(r.code, 2, r.stderr);
+      oneLine(r, /expected one of run, elect, observe, inspect, unlock, help \(see 'redlease --help'\)/);
+    }
+  });
+
+  test("an outage while waiting is exit 5 (Redis unavailable), never 3 (busy)", T, async () => {
+    const own = await startRedis();
+    try {
+      const holder = await own.client();
+      const name = unique("outage");
+      await acquire(holder, name, { leaseMs: 60_000 });
+      const run = startCli(["run", name, "--url", own.url, "--wait", "3s", "--", "true"]);
+      for (let i = 0; i < 400 && (await inspect(holder, name)).waiters === 0; i++) await sleep(50);
+      assert.equal((await inspect(holder, name)).waiters, 1, "the CLI is queued: Redis answered 'held'");
+      own.pause(); // Redis stops answering before the wait runs out
+      let r: Result;
+      try {
+        r = await run.done;
+      } finally {
+        own.resume();
+      }
+      assert.equal(r.code, 5, r.stderr);
+      oneLine(r, /^redlease: Redis did not answer within \d+ ms about lease/);
+      // The exit codes in --help say so.
+      assert.match((await cli(["--help"])).stdout, /\n {2}5 +Redis unavailable/);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  test(
+    "ACL credentials from the URL or REDIS_USERNAME / REDIS_PASSWORD, never printed; rediss:// is TLS",
+    T,
+    async () => {
+      const own = await startRedis();
+      try {
+        const admin = await own.client();
+        await admin.sendCommand(["ACL", "SETUSER", "alice", "on", ">s3cret-pw", "~*", "&*", "+@all"]);
+        await admin.sendCommand(["ACL", "SETUSER", "default", "off"]); // new connections must authenticate
+        const hostPort = own.url.replace(/^redis:\/\//, "");
+        const asAlice = `redis://alice:s3cret-pw@${hostPort}`;
+        const noEnv = { REDIS_USERNAME: undefined, REDIS_PASSWORD: undefined };
+        const byUrl = await cli(["inspect", "--url", asAlice], { env: noEnv });
+        assert.equal(byUrl.code, 0, byUrl.stderr);
+        assert.doesNotMatch(byUrl.stdout + byUrl.stderr, /s3cret/);
+        const byEnv = await cli(["inspect"], {
+          env: { REDIS_URL: own.url, REDIS_USERNAME: "alice", REDIS_PASSWORD: "s3cret-pw" },
+        });
+        assert.equal(byEnv.code, 0, byEnv.stderr);
+        const none = await cli(["inspect"], { env: { ...noEnv, REDIS_URL: own.url } });
+        assert.equal(none.code, 5, "the default user is off: without credentials, no access");
+        const failures: Array<[string[], Record<string, string | undefined>, number, string]> = [
+          [["inspect", "--url", `redis://alice:wrong-pw-1@${hostPort}`], noEnv, 5, "wrong-pw-1"],
+          [["inspect"], { REDIS_URL: own.url, REDIS_USERNAME: "alice", REDIS_PASSWORD: "wrong-pw-2" }, 5, "wrong-pw-2"],
+          // A URL that does not parse (a bad port) is a usage error that still hides its password.
+          [["inspect", "--url", "redis://alice:wrong-pw-3@127.0.0.1:99999"], noEnv, 2, "wrong-pw-3"],
+          // rediss:// speaks TLS: to this plain server the handshake fails.
+          [["inspect", "--url", `rediss://alice:wrong-pw-4@${hostPort}`], noEnv, 5, "wrong-pw-4"],
+        ];
+        const results = await Promise.all(failures.map(([args, env]) => cli(args, { env })));
+        results.forEach((r, i) => {
+          const [args, , code, secret] = failures[i];
+          assert.equal(r.code, code, `${args.join(" ")}: ${r.stderr}`);
+          oneLine(r, /./);
+          assert.ok(!(r.stdout + r.stderr).includes(secret), `${args.join(" ")} printed its password: ${r.stderr}`);
+        });
+        assert.match(results[0].stderr, /redis:\/\/alice:\*\*\*@/);
+        assert.match(results[2].stderr, /alice:\*\*\*@127\.0\.0\.1:99999/);
+        assert.match(results[3].stderr, /cannot connect to Redis at rediss:\/\/alice:\*\*\*@/);
+      } finally {
+        await own.stop();
+      }
+    },
+  );
 });

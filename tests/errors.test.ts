@@ -12,6 +12,7 @@ import {
   isLockTimeoutError,
   isQuorumError,
   isRedisTimeoutError,
+  isRedisUnavailableError,
   isRedleaseError,
   isReplicationError,
   isStaleFenceError,
@@ -20,6 +21,7 @@ import {
   LockTimeoutError,
   QuorumError,
   RedisTimeoutError,
+  RedisUnavailableError,
   RedleaseError,
   release,
   ReplicationError,
@@ -32,6 +34,7 @@ import { abortedWithin, type Client, type RedisServer, startRedis } from "./_red
 const guards = {
   RedleaseError: isRedleaseError,
   LockTimeoutError: isLockTimeoutError,
+  RedisUnavailableError: isRedisUnavailableError,
   RedisTimeoutError: isRedisTimeoutError,
   LeaseLostError: isLeaseLostError,
   LeaseKindError: isLeaseKindError,
@@ -45,8 +48,14 @@ type ErrorName = keyof typeof guards;
 const accepted = (err: unknown) =>
   Object.entries(guards).filter(([, guard]) => guard(err)).map(([name]) => name).sort();
 
-/** The guards an error of class `name` must pass: its own and RedleaseError's. */
-const expected = (name: ErrorName) => [...new Set(["RedleaseError", name])].sort();
+/** Each class's parent, where it is not RedleaseError: an outage of either kind is a RedisUnavailableError. */
+const parent: Partial<Record<ErrorName, ErrorName>> = {
+  RedisTimeoutError: "RedisUnavailableError",
+  QuorumError: "RedisUnavailableError",
+};
+
+/** The guards an error of class `name` must pass: its own, its parent's (if any) and RedleaseError's. */
+const expected = (name: ErrorName) => [...new Set(["RedleaseError", name, parent[name] ?? name])].sort();
 
 let srv: RedisServer;
 let a: Client;
@@ -90,6 +99,32 @@ describe("error guards", () => {
     const err = await release(lease, { timeoutMs: 50 }).then(() => null, (e) => e);
     assert.ok(err instanceof RedisTimeoutError, String(err));
     assert.deepEqual(accepted(err), expected("RedisTimeoutError"));
+    assert.ok(!isLockTimeoutError(err), "an outage is never contention");
+  });
+
+  test("a RedisUnavailableError from a client that cannot reach Redis, with the client's error as its cause", async () => {
+    const cause = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" });
+    const down: Driver = { evalScript: () => Promise.reject(cause), loadScript: () => Promise.reject(cause) };
+    const err = await acquire(down, fresh(), { waitMs: 0 }).then(() => null, (e) => e);
+    assert.ok(err instanceof RedisUnavailableError && !(err instanceof RedisTimeoutError), String(err));
+    assert.deepEqual(accepted(err), expected("RedisUnavailableError"));
+    assert.equal(err.cause, cause);
+  });
+
+  test("a Redis error reply is passed through as it is: Redis answered, so it is no outage", async () => {
+    const denied = new Error("NOPERM this user has no permissions to run the 'evalsha' command");
+    const driver: Driver = { evalScript: () => Promise.reject(denied), loadScript: () => Promise.reject(denied) };
+    const err = await acquire(driver, fresh(), { waitMs: 0 }).then(() => null, (e) => e);
+    assert.equal(err, denied);
+    // …unless it says that Redis cannot serve now (loading its data, a replica since a failover): an outage.
+    for (
+      const text of ["LOADING Redis is loading the dataset in memory", "READONLY You can't write against a replica"]
+    ) {
+      const refusal = new Error(text);
+      const d: Driver = { evalScript: () => Promise.reject(refusal), loadScript: () => Promise.reject(refusal) };
+      const e = await acquire(d, fresh(), { waitMs: 0 }).then(() => null, (e) => e);
+      assert.ok(isRedisUnavailableError(e) && e.cause === refusal, `${text}: ${e}`);
+    }
   });
 
   test("a LeaseLostError that a fixed lease's signal aborts with", async () => {
@@ -130,6 +165,7 @@ describe("error guards", () => {
     const made: Array<[ErrorName, Error]> = [
       ["RedleaseError", new RedleaseError("n", "m")],
       ["LockTimeoutError", new LockTimeoutError("n", 10, 20)],
+      ["RedisUnavailableError", new RedisUnavailableError("n", "m")],
       ["RedisTimeoutError", new RedisTimeoutError("n", 10)],
       ["LeaseLostError", new LeaseLostError("n", "not-held")],
       ["LeaseKindError", new LeaseKindError("n", "mismatch", 3)],

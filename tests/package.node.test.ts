@@ -239,6 +239,7 @@ const cjs = createRequire(import.meta.url)("redlease");
 const args = {
   RedleaseError: ["n", "m"],
   LockTimeoutError: ["n", 10, 20],
+  RedisUnavailableError: ["n", "m"],
   RedisTimeoutError: ["n", 10],
   LeaseLostError: ["n", "expired"],
   LeaseKindError: ["n", "mismatch", 3],
@@ -396,7 +397,7 @@ describe("npm package (built, packed and installed)", () => {
       const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
       const across = { instanceof: false, guard: true };
       const classes = Object.keys(result).filter((k) => k !== "real");
-      assert.equal(classes.length, 7, "every error class of mod.ts");
+      assert.equal(classes.length, 8, "every error class of mod.ts");
       for (const name of classes) {
         assert.deepEqual(result[name], {
           twoCopies: true,

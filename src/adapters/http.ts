@@ -28,7 +28,7 @@
  * @module
  */
 import type { Driver } from "../driver.ts";
-import { fail } from "../_validate.ts";
+import { checkKeys, fail } from "../_validate.ts";
 
 /** Where and how to reach the REST endpoint. */
 export interface UpstashOptions {
@@ -73,6 +73,7 @@ export interface UpstashOptions {
 export function upstash(options: UpstashOptions): Driver {
   const op = "create Upstash driver";
   if (typeof options !== "object" || options === null) fail(op, "options", "must be an object", options);
+  checkKeys(op, options, ["url", "token", "fetch"]);
   const { token, fetch: customFetch } = options;
   let url: string;
   try {

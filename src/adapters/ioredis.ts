@@ -29,6 +29,7 @@
 import type { Driver } from "../driver.ts";
 import { type Channels, dispatcher, listen, unlisten } from "./_channels.ts";
 import { slotOf } from "./_slot.ts";
+import { watchErrors } from "./_watch.ts";
 
 /** An event listener, as ioredis's `EventEmitter` methods take it. */
 // deno-lint-ignore no-explicit-any
@@ -139,6 +140,8 @@ export function ioredis(client: IORedisClient | IORedisCluster): Driver {
     driver = (client as IORedisCluster).isCluster === true
       ? clusterDriver(client as IORedisCluster)
       : standaloneDriver(client as IORedisClient);
+    const lastError = watchErrors(client);
+    if (lastError) driver.lastError = lastError;
     drivers.set(client, driver);
   }
   return driver;
