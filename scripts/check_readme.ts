@@ -1,5 +1,5 @@
 /**
- * Checks the code blocks and links of README.md and of every Markdown page of docs/ (docs/**\/*.md, the generated
+ * Checks the code blocks and links of README.md, CHANGELOG.md and of every Markdown page of docs/ (docs/**\/*.md, the generated
  * docs/api/ aside), as a reader would copy them: every TypeScript block (```ts, ```typescript, ```mts, ```cts) and
  * JavaScript block (```js, ```javascript, ```mjs, ```cjs) is type-checked, and the ones marked runnable are also run.
  * ```tsx and ```jsx blocks fail the check: there is no JSX setup here to check them against. Other fences (sh, sql,
@@ -16,7 +16,7 @@
  * and its `#anchor`, if any, a heading of the Markdown file it names (as GitHub makes anchors: lower case,
  * punctuation dropped, spaces to hyphens, `-1`, `-2` for repeats). Links with a scheme (https:) are not followed.
  * A link into docs/api/ (the API reference, generated and not committed) is resolved in a reference built for the
- * check. The pages other branches of issue 31 add are listed in providedElsewhere(), until they are merged.
+ * check.
  *
  * Fences are read as CommonMark reads them: ``` or ~~~, three or more, indented by at most 3 spaces (a block in a
  * list item; that indent is taken off the block's lines); the language is the first word of the info string, in
@@ -82,7 +82,10 @@ const keep = args.includes("--keep");
 const mdFiles = args.filter((a) => !a.startsWith("-"));
 const docs = mdFiles.length > 0 ? mdFiles.map((f) => resolve(f)) : defaultDocs();
 
-/** README.md and every Markdown page of docs/ (and its folders, but not the generated API reference, docs/api/). */
+/**
+ * README.md, CHANGELOG.md (its migration examples) and every Markdown page of docs/ (and its folders, but not the
+ * generated API reference, docs/api/).
+ */
 function defaultDocs(): string[] {
   const pages = existsSync(join(root, "docs"))
     ? readdirSync(join(root, "docs"), { recursive: true, encoding: "utf8" })
@@ -90,7 +93,7 @@ function defaultDocs(): string[] {
       .sort()
       .map((f) => join(root, "docs", f))
     : [];
-  return [join(root, "README.md"), ...pages];
+  return [join(root, "README.md"), join(root, "CHANGELOG.md"), ...pages].filter((f) => existsSync(f));
 }
 /** A fence's language (its info string's first word, lower-cased) to the block's kind and its module's extension. */
 const languages: Record<string, { readonly lang: "ts" | "js"; readonly ext: string }> = {
@@ -378,14 +381,6 @@ console.log(
 process.exit(problems.length === 0 ? 0 : 1);
 
 /**
- * Pages that other branches of issue 31 add (helpers E and L): links to them are allowed before they exist here.
- * Provided by other branches: the lead removes this list when merging them.
- */
-function providedElsewhere(): ReadonlySet<string> {
-  return new Set(["docs/errors.md", "docs/cli.md", "docs/election.md", "docs/security.md"].map((f) => join(root, f)));
-}
-
-/**
  * The file a link into docs/api/ names, in a reference built here into a temporary folder by scripts/api_docs.ts
  * (once, on the first such link; under a second): a link to a symbol the JSDoc no longer has fails.
  */
@@ -438,7 +433,6 @@ function checkLinks(files: readonly string[]): void {
     if (!cache.has(file)) cache.set(file, anchors(readFileSync(file, "utf8")));
     return cache.get(file)!;
   };
-  const elsewhere = providedElsewhere();
   for (const file of files) {
     const rel = relative(root, file);
     const doc = rel.startsWith("..") || isAbsolute(rel) ? file : rel;
@@ -460,7 +454,7 @@ function checkLinks(files: readonly string[]): void {
         const at = `${doc}:${i + 1}: the link '${target}'`;
         if (to === apiDir || to.startsWith(apiDir + sep)) to = generatedApi(to);
         if (!existsSync(to)) {
-          if (!elsewhere.has(to)) problems.push(`${at} names a file that does not exist`);
+          problems.push(`${at} names a file that does not exist`);
           continue;
         }
         if (anchor !== undefined && to.endsWith(".md") && statSync(to).isFile()) {

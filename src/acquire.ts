@@ -22,13 +22,13 @@ export type { Driver } from "./driver.ts";
  * `lease.signal` aborts with {@linkcode LeaseLostError} the moment it is known to be lost.
  *
  * @param client A connected node-redis client (v4 or v5: standalone, cluster or sentinel) or a {@linkcode Driver};
- *   or a group of independent masters made by `redlock()` from `redlease/redlock` (see README, "Redlock").
+ *   or a group of independent masters made by `redlock()` from `redlease/redlock` (see docs/topologies.md, "Redlock").
  * @param name The lease name; any non-empty string up to 1024 characters. Or several names (1 to 64, distinct): one
  *   lease over all of them, all or nothing, never deadlocking against another acquire of overlapping names; each
  *   name keeps its own fence (`lease.fences`), and the loss of any aborts `lease.signal`. On one server an
  *   uncontended acquire takes them all in one script call; contended (or on a Cluster, where names are in
- *   different slots), they are taken one by one in name order, each waiting in its own queue (see README,
- *   "Several names at once"). Not with Redlock.
+ *   different slots), they are taken one by one in name order, each waiting in its own queue (see
+ *   docs/names.md). Not with Redlock.
  * @param options See {@linkcode AcquireOptions}.
  * @returns The held {@linkcode Lease}.
  * @throws {LockTimeoutError} when the lease is held by others and `waitMs` runs out (or with `waitMs: 0`, at once):

@@ -30,8 +30,8 @@ export interface Lease extends AsyncDisposable {
    */
   readonly owner: string;
   /**
-   * Fencing token: strictly greater than every token handed out earlier for this name (see README, "Fencing
-   * tokens"). Reentrant holds share their first hold's token. Pass it to the resource you protect and have it
+   * Fencing token: strictly greater than every token handed out earlier for this name (see
+   * docs/fencing.md). Reentrant holds share their first hold's token. Pass it to the resource you protect and have it
    * reject writes carrying a token lower than the highest it has seen.
    */
   readonly fence: number;
@@ -185,7 +185,7 @@ export interface AcquireOptions extends KeyOptions {
    * Require replication: after each lease write (acquire, watchdog renewal, extend) send `WAIT replicas
    * replicaTimeoutMs` on the same connection, and count the write only if that many replicas acknowledged it.
    * An acquire that is not acknowledged in time is undone and rejects with {@linkcode ReplicationError}. This is
-   * how a lease survives a failover to a replica (as Redisson's `WAIT`); see README, "Choosing a topology".
+   * how a lease survives a failover to a replica (as Redisson's `WAIT`); see docs/topologies.md.
    * Integer from 0 (off) to 100.
    * @default {0}
    */
