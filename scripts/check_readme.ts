@@ -81,6 +81,8 @@ for (const a of args) {
 const keep = args.includes("--keep");
 const mdFiles = args.filter((a) => !a.startsWith("-"));
 const docs = mdFiles.length > 0 ? mdFiles.map((f) => resolve(f)) : defaultDocs();
+/** README.md is for users, short (issue 31): the rest lives in docs/. */
+const README_MAX_LINES = 400;
 
 /**
  * README.md, CHANGELOG.md (its migration examples) and every Markdown page of docs/ (and its folders, but not the
@@ -142,6 +144,13 @@ interface Block {
 }
 
 const problems: string[] = [];
+{
+  const readme = join(root, "README.md");
+  const n = docs.includes(readme) ? readFileSync(readme, "utf8").split(/\r?\n/).length - 1 : 0;
+  if (n > README_MAX_LINES) {
+    problems.push(`README.md: ${n} lines, more than ${README_MAX_LINES}: move the rest to docs/`);
+  }
+}
 
 /** An opening or closing fence, indented by at most 3 spaces: its indent, its run of ` or ~, and the rest. */
 const fenceLine = /^( {0,3})(`{3,}|~{3,})(.*)$/;

@@ -290,6 +290,37 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     oneLine(runs[4], /unknown command 'frobnicate'/);
   });
 
+  // docs/cli.md shows users what the CLI says; these keep the page and the program saying the same thing.
+  test(
+    "docs/cli.md quotes the CLI: the unknown-command line, the exit codes, Ctrl-C reaching CMD once",
+    T,
+    async () => {
+      const page = readFileSync(new URL("../docs/cli.md", import.meta.url), "utf8");
+      const [unknown, help] = await Promise.all([cli(["frobnicate"]), cli(["run", "--help"])]);
+      const quoted = /`(redlease: unknown command 'frobnicate'[^`]*)`/.exec(page);
+      assert.ok(quoted, "docs/cli.md quotes the unknown-command message");
+      assert.equal(unknown.stderr.trim(), quoted[1]);
+      // Every exit code in the page's table is in --help's list, and the other way round.
+      const codesOf = (text: string, re: RegExp) => [...text.matchAll(re)].map((m) => m[1]).sort().join(" ");
+      const table = page.slice(page.indexOf("| code | meaning |"));
+      const docCodes = codesOf(table.slice(0, table.indexOf("\n\n")), /^\| ([\d+N, ]+|other) \|/gm);
+      const helpCodes = codesOf(
+        help.stdout.slice(help.stdout.indexOf("Exit codes:")),
+        /^ {2}(\d[\d+N, ]*?|other) {2,}/gm,
+      );
+      assert.equal(docCodes, helpCodes);
+      // Ctrl-C: both say a terminal's reaches CMD once (not forwarded a second time), and where it may come twice.
+      assert.match(page, /Ctrl-C at a terminal reaches `CMD` once/);
+      assert.match(help.stdout, /A Ctrl-C at a terminal is the exception:[\s\S]*does not send it\s+a second one/);
+      for (const text of [page, help.stdout]) {
+        assert.match(
+          text,
+          /Elsewhere[^.]*every SIGINT is forwarded, so\s+`?CMD`? may get two/,
+        );
+      }
+    },
+  );
+
   test("durations, options and URLs are parsed strictly (in-process)", T, () => {
     const d = (text: string, min = 0, infinite = false) => parseDuration("run", "lease", text, { min, infinite });
     assert.equal(d("500ms"), 500);
