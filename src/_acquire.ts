@@ -16,6 +16,7 @@ import {
   attemptId,
   eventKind,
   extendCall,
+  isExclusive,
   keysOf,
   newOwner,
   ownerFor,
@@ -49,6 +50,8 @@ export function ownerOf(lease: Lease): string | undefined {
  * symbol, so that the core bundle has no Redlock code and still takes a group wherever it takes a client.
  */
 export const REDLOCK: unique symbol = Symbol.for("redlease.redlock");
+/** And its acquire of several names, under this one. */
+export const REDLOCK_NAMES: unique symbol = Symbol.for("redlease.redlock.names");
 
 /** Independent masters to acquire by Redlock: made by `redlock()` from `redlease/redlock`. */
 export interface Redlock {
@@ -56,6 +59,8 @@ export interface Redlock {
   readonly clients: readonly RedisLike[];
   /** @ignore */
   readonly [REDLOCK]: (opts: Resolved) => Promise<LeaseImpl>;
+  /** @ignore */
+  readonly [REDLOCK_NAMES]: (names: readonly string[], opts: Resolved) => Promise<LeaseGroup>;
 }
 
 export function isRedlock(c: unknown): c is Redlock {
@@ -77,30 +82,47 @@ export function checkLease(op: string, lease: unknown): asserts lease is LeaseIm
   }
 }
 
-/** acquire() of several names (on one client only: a Redlock group is refused before any command). */
-export function resolveNames(op: string, client: RedisLike | Redlock, names: readonly unknown[], options: unknown) {
+/**
+ * acquire() of several names. With a Redlock group, exclusive only (refused before any command otherwise): each
+ * master takes every name in one script call, which takes exclusive leases only.
+ */
+export function resolveNames(
+  op: string,
+  client: RedisLike | Redlock,
+  names: readonly unknown[],
+  options: unknown,
+): Resolved {
   checkNames(op, names);
+  const opts = resolveAcquire(op, names[0], options as AcquireOptions | undefined, ownerOf);
   if (isRedlock(client)) {
-    fail(op, "name", "must be one name with Redlock (several names are not supported there)", names);
+    checkRedlock(op, opts);
+    if (!isExclusive(opts.kind)) {
+      fail(op, "shared", "cannot be combined with several names on Redlock (they are taken exclusively)", true);
+    }
   }
-  return resolveAcquire(op, names[0], options as AcquireOptions | undefined, ownerOf);
+  return opts;
 }
 
 /** acquire() on one client, or by Redlock for a group. */
 export function acquireAny(client: RedisLike | Redlock, opts: Resolved): Promise<LeaseImpl> {
   if (!isRedlock(client)) return acquireResolved(client, opts);
-  if (opts.replicas > 0) fail("acquire lease", "replicas", "cannot be combined with Redlock", opts.replicas);
+  checkRedlock("acquire lease", opts);
+  return client[REDLOCK](opts);
+}
+
+/** The options Redlock refuses: `replicas` and `permits`. */
+function checkRedlock(op: string, opts: Resolved): void {
+  if (opts.replicas > 0) fail(op, "replicas", "cannot be combined with Redlock", opts.replicas);
   if (permitsOf(opts.kind) !== undefined) {
     // Quorums of permits do not bound the holders: with 3 masters and 2 permits, holders on masters {1, 2}, {2, 3}
     // and {1, 3} each have a majority while no master has more than 2.
     fail(
-      "acquire lease",
+      op,
       "permits",
       "cannot be combined with Redlock: a majority per permit does not bound the holders",
       permitsOf(opts.kind),
     );
   }
-  return client[REDLOCK](opts);
 }
 
 /** One acquire call: what it talks to, who it is for, and its bounds. */

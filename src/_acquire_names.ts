@@ -5,7 +5,7 @@
 // anyway), without holding up the caller beyond its bounds.
 import { type ClientState, type RedisLike, stateOf } from "./_client.ts";
 import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS } from "./_defaults.ts";
-import { acquireResolved, afterUndo, giveBack } from "./_acquire.ts";
+import { acquireResolved, afterUndo, giveBack, isRedlock, type Redlock, REDLOCK_NAMES } from "./_acquire.ts";
 import { acquiredEvent, failedEvent } from "./_events.ts";
 import { LeaseGroup } from "./_group.ts";
 import { drift, grant, type LeaseImpl, releaseHandle } from "./_hold.ts";
@@ -24,6 +24,15 @@ import {
 import { nap } from "./_timers.ts";
 import type { LeaseKeys, Resolved } from "./_types.ts";
 import { LockTimeoutError, RedisTimeoutError, RedisUnavailableError } from "./errors.ts";
+
+/** acquire(client, names, opts) on one client, or by Redlock for a group (see acquireRedlockNames). */
+export function acquireNamesAny(
+  client: RedisLike | Redlock,
+  names: readonly string[],
+  opts: Resolved,
+): Promise<LeaseGroup> {
+  return isRedlock(client) ? client[REDLOCK_NAMES](names, opts) : acquireNames(client, names, opts);
+}
 
 /** acquire(client, names, opts) after validation: `opts.name` is the first name; `names` are distinct. */
 export async function acquireNames(client: RedisLike, names: readonly string[], opts: Resolved): Promise<LeaseGroup> {
@@ -177,13 +186,18 @@ async function acquireOneByOne(client: RedisLike, call: NamesCall): Promise<Leas
 
 /**
  * The owner for every name: the caller's string kept exactly when any of the names has a live hold of it here
- * (a `lease.owner` passed back), else scoped; a Lease's owner exactly; or one new id for all.
+ * (a `lease.owner` passed back), else scoped; a Lease's owner exactly; or one new id for all. `target` is a client
+ * or a Redlock group.
  */
-function ownerOfNames(state: ClientState, keys: readonly LeaseKeys[], opts: Resolved): string {
+export function ownerOfNames(
+  target: Parameters<typeof ownerFor>[0],
+  keys: readonly LeaseKeys[],
+  opts: Resolved,
+): string {
   if (opts.owner === undefined) return newOwner(opts);
   const given = opts.owner;
-  if (keys.some((k) => state.holds.get(holdId(k, given, opts.kind))?.active)) return given;
-  return ownerFor(state, keys[0], opts);
+  if (keys.some((k) => target.holds.get(holdId(k, given, opts.kind))?.active)) return given;
+  return ownerFor(target, keys[0], opts);
 }
 
 /** Release a part taken by a failed acquire; a failed release is retried as giveBack() does. */

@@ -4,6 +4,8 @@
 import type { Bound, LeaseKeys, Logger, Resolved } from "./_types.ts";
 import type { LeaseEventHandler } from "./events.ts";
 import { giveBack } from "./_acquire.ts";
+import { ownerOfNames } from "./_acquire_names.ts";
+import { LeaseGroup } from "./_group.ts";
 import { acquiredEvent, failedEvent } from "./_events.ts";
 import { emit } from "./_log.ts";
 import { type ClientState, type RedisLike, stateOf } from "./_client.ts";
@@ -11,6 +13,7 @@ import { bounded } from "./_connection.ts";
 import { ABORT_CLEANUP_MS, ACQUIRE_GRACE_MS } from "./_defaults.ts";
 import { drift, grant, type Hold, holdMap, type LeaseImpl, type Target } from "./_hold.ts";
 import {
+  acquireAllCall,
   acquireOnNode,
   asUnavailable,
   attemptId,
@@ -160,30 +163,104 @@ export async function acquireRedlock(
   retryDelayMs: number,
 ): Promise<LeaseImpl> {
   const group = groupOf(clients, nodeTimeoutMs);
+  const keys = keysOf(opts.prefix, opts.name);
+  const one: Shape<LeaseImpl> = {
+    keys: [keys],
+    names: [opts.name],
+    owner: () => ownerFor(group, keys, opts),
+    send: (attempt) => sendAttempt(group, keys, opts, attempt),
+    grant: (attempt, replies) => grantOnQuorum(group, keys, opts, attempt, replies),
+    busyMs: (reply) => (typeof reply === "number" && reply <= 0 ? -1 - reply : undefined),
+    busyName: () => opts.name,
+    tell: (events, lease, startedAt, queued) => acquiredEvent(events, lease, startedAt, queued, false),
+  };
+  return await acquireShape(group, opts, retryDelayMs, one);
+}
+
+/**
+ * acquire() of several names on several independent masters: on each master one script call takes every name or
+ * none (acquire_all.lua); the set is granted when a majority of the masters granted every name within the
+ * validity, and undone on every master otherwise, to be tried again after a random pause (see docs/names.md).
+ */
+export async function acquireRedlockNames(
+  clients: readonly RedisLike[],
+  names: readonly string[],
+  opts: Resolved,
+  nodeTimeoutMs: number,
+  retryDelayMs: number,
+): Promise<LeaseGroup> {
+  const group = groupOf(clients, nodeTimeoutMs);
+  const keys = names.map((n) => keysOf(opts.prefix, n));
+  const all: Shape<LeaseGroup> = {
+    keys,
+    names,
+    owner: () => ownerOfNames(group, keys, opts),
+    send: (attempt) =>
+      group.all((node) =>
+        acquireAllCall(
+          node,
+          keys,
+          { kind: "x", owner: attempt.owner, ms: opts.ms, attempt: attempt.id, lockDelayMs: opts.lockDelayMs },
+          attempt.nodeBound,
+        )
+      ),
+    grant: (attempt, replies) => grantAllOnQuorum(group, keys, names, opts, attempt, replies),
+    // A master that refused names the first name it found held (a 1-based index); the time it stays held is not told.
+    busyMs: (reply) => (typeof reply === "number" ? -1 : undefined),
+    busyName: (replies) => names[(replies.find((r) => typeof r === "number") as number | undefined ?? 1) - 1],
+    tell: (events, lease, startedAt, queued) => {
+      for (const part of lease.parts) acquiredEvent(events, part, startedAt, queued, false);
+    },
+  };
+  return await acquireShape(group, opts, retryDelayMs, all);
+}
+
+/** What differs between a Redlock acquire of one name and of several: how a try is sent, granted and undone. */
+interface Shape<L> {
+  /** The keys of every name, which an undo gives back. */
+  readonly keys: readonly LeaseKeys[];
+  /** The names, in the order of `keys`. */
+  readonly names: readonly string[];
+  /** The owner of a first try (see ownerFor). */
+  owner(): string;
+  /** One try on every master: each master's reply, or its error. */
+  send(attempt: Attempt): Promise<unknown[]>;
+  /** The lease when the replies grant it within its validity, else undefined (then it is undone). */
+  grant(attempt: Attempt, replies: unknown[]): L | undefined;
+  /** For a reply that says "held by another" (the master holds nothing of this try): the ms it stays held (-1: not told). */
+  busyMs(reply: unknown): number | undefined;
+  /** The name a LockTimeoutError names. */
+  busyName(replies: unknown[]): string;
+  /** Tell the event handler of the grant. */
+  tell(events: LeaseEventHandler, lease: L, startedAt: number, queued: boolean): void;
+}
+
+/** The acquire of `shape` on `group`, with its events told to the group's handler if any. */
+async function acquireShape<L>(group: RedlockGroup, opts: Resolved, retryDelayMs: number, shape: Shape<L>): Promise<L> {
   const events = group.events;
-  if (!events) return acquireOn(group, opts, retryDelayMs);
+  if (!events) return acquireOn(group, opts, retryDelayMs, shape);
   const waited = { queued: false };
   const startedAt = performance.now();
-  let lease: LeaseImpl;
+  let lease: L;
   try {
-    lease = await acquireOn(group, opts, retryDelayMs, waited);
+    lease = await acquireOn(group, opts, retryDelayMs, shape, waited);
   } catch (e) {
     failedEvent(events, opts.name, eventKind(opts.kind, false), e, opts.signal, startedAt);
     throw e;
   }
-  acquiredEvent(events, lease, startedAt, waited.queued, false);
+  shape.tell(events, lease, startedAt, waited.queued);
   return lease;
 }
 
-/** acquireRedlock() on `group`; `waited` (with an event handler) learns whether it had to wait, and tells it. */
-async function acquireOn(
+/** The acquire of `shape` on `group`; `waited` (with an event handler) learns whether it had to wait, and tells it. */
+async function acquireOn<L>(
   group: RedlockGroup,
   opts: Resolved,
   retryDelayMs: number,
+  shape: Shape<L>,
   waited?: { queued: boolean },
-): Promise<LeaseImpl> {
-  const keys = keysOf(opts.prefix, opts.name);
-  let owner = ownerFor(group, keys, opts);
+): Promise<L> {
+  let owner = shape.owner();
   const start = performance.now();
   const deadline = start + opts.waitMs;
   // The whole call is bounded like a single-node acquire, whatever nodeTimeoutMs is.
@@ -195,22 +272,23 @@ async function acquireOn(
       // Each node's call is bounded by `bound.until` itself (a node that has not answered by then is an error among
       // the replies): so the nodes that answered decide, and a majority that said "held" is a LockTimeoutError even
       // when the others never answer. Here only the signal: it settles at once on abort.
-      replies = await bounded(sendAttempt(group, keys, opts, attempt), { ...bound, until: Infinity });
+      replies = await bounded(shape.send(attempt), { ...bound, until: Infinity });
     } catch (e) {
-      await undo(group, keys, opts, attempt, bound.until);
+      await undo(group, shape, opts, attempt, bound.until);
       if (opts.signal?.aborted) throw opts.signal.reason;
       throw asUnavailable(e, opts.name);
     }
-    const lease = grantOnQuorum(group, keys, opts, attempt, replies);
+    const lease = shape.grant(attempt, replies);
     if (lease) return lease;
-    await undo(group, keys, opts, attempt, bound.until, replies);
+    await undo(group, shape, opts, attempt, bound.until, replies);
     const left = deadline - performance.now();
-    const retryMs = notGranted(group, opts, replies, left, start);
+    const retryMs = notGranted(group, opts, shape, replies, left, start);
     const events = group.events;
     if (waited && events && !waited.queued) {
       waited.queued = true;
       emit(events, { type: "queued", name: opts.name, kind: eventKind(opts.kind, false), owner, retryMs });
     }
+    // A random pause: two acquires that keep meeting (overlapping sets of names, or a split vote on one) part ways.
     const pause = Math.min(left, retryDelayMs * (0.5 + Math.random()));
     await nap(pause, opts.signal);
     opts.signal?.throwIfAborted();
@@ -290,11 +368,7 @@ function grantOnQuorum(
   const deadline = attempt.startedAt + opts.ms - drift(opts.ms);
   const lease = grant(group, { kind: opts.kind, keys, name: opts.name, owner: attempt.owner, fence, deadline }, opts);
   if (!lease) return undefined;
-  const granted = replies.map((reply) => (typeof reply === "number" && reply > 0 ? reply : undefined));
-  const known = nodeFences.get(lease.hold);
-  if (known) granted.forEach((nodeFence, i) => (known[i] ??= nodeFence));
-  else nodeFences.set(lease.hold, granted);
-  if (!nodeDelays.has(lease.hold)) nodeDelays.set(lease.hold, opts.lockDelayMs);
+  keepNodeFences(lease, replies.map((reply) => (typeof reply === "number" && reply > 0 ? reply : undefined)), opts);
   opts.signal?.removeEventListener("abort", attempt.giveUp); // a slow node may still grant it: part of this lease
   // ...until the hold ends: its release may overtake that node's call, which must not then be sent again.
   if (replies.some((reply) => reply instanceof NodeTimeout)) {
@@ -304,23 +378,72 @@ function grantOnQuorum(
 }
 
 /**
+ * The lease over every name, when a majority of the masters granted all of them and some of the validity is left;
+ * undefined when it is to be undone. Each name's fence is the highest a granting master gave it (as for one name),
+ * and each name is then renewed and released by quorum on its own hold.
+ */
+function grantAllOnQuorum(
+  group: RedlockGroup,
+  keys: readonly LeaseKeys[],
+  names: readonly string[],
+  opts: Resolved,
+  attempt: Attempt,
+  replies: unknown[],
+): LeaseGroup | undefined {
+  const granted = replies.map((reply) => (Array.isArray(reply) ? reply as number[] : undefined));
+  const count = granted.filter((reply) => reply !== undefined).length;
+  if (count < group.quorum || !(opts.ms - (performance.now() - attempt.startedAt) - drift(opts.ms) > 0)) {
+    return undefined;
+  }
+  const deadline = attempt.startedAt + opts.ms - drift(opts.ms);
+  const parts: Array<LeaseImpl | undefined> = keys.map((k, j) => {
+    const perNode = granted.map((reply) => reply?.[j]);
+    const held = group.holds.get(holdId(k, attempt.owner, "x"));
+    const fence = held && held.active ? held.fence : Math.max(...perNode.filter((f) => f !== undefined));
+    const part = grant(group, { kind: "x", keys: k, name: names[j], owner: attempt.owner, fence, deadline }, opts);
+    if (part) keepNodeFences(part, perNode, opts);
+    return part;
+  });
+  if (parts.some((part) => part === undefined)) {
+    // (Only when the clock passed the deadline between the check and here.) Dropped: the undo gives each back.
+    for (const part of parts) part?.hold.drop(part);
+    return undefined;
+  }
+  opts.signal?.removeEventListener("abort", attempt.giveUp); // a slow node may still grant it: part of this lease
+  // ...until any hold ends: its release may overtake that node's call, which must not then be sent again.
+  if (replies.some((reply) => reply instanceof NodeTimeout)) {
+    for (const part of parts) part!.hold.ending.addEventListener("abort", () => attempt.gaveUp.abort(), { once: true });
+  }
+  return new LeaseGroup(parts as LeaseImpl[]);
+}
+
+/** Remember each master's own fence for `lease`'s hold (undefined where it did not grant), and its lock delay. */
+function keepNodeFences(lease: LeaseImpl, granted: Array<number | undefined>, opts: Resolved): void {
+  const known = nodeFences.get(lease.hold);
+  if (known) granted.forEach((nodeFence, i) => (known[i] ??= nodeFence));
+  else nodeFences.set(lease.hold, granted);
+  if (!nodeDelays.has(lease.hold)) nodeDelays.set(lease.hold, opts.lockDelayMs);
+}
+
+/**
  * Undo `attempt` on every node that granted it or may have (no reply, or an error after sending): never leave a
  * minority holding it. A node that answered "busy" holds nothing of ours. Waited for only until `until` (briefly
  * after an abort); it completes on its own otherwise.
  */
-async function undo(
+async function undo<L>(
   group: RedlockGroup,
-  keys: LeaseKeys,
+  shape: Shape<L>,
   opts: Resolved,
   attempt: Attempt,
   until: number,
   replies?: unknown[],
 ): Promise<void> {
   attempt.giveUp();
+  const args = { kind: opts.kind, owner: attempt.owner, attempt: attempt.id };
   const sent = group.all((node, i) =>
-    typeof replies?.[i] === "number" && (replies[i] as number) <= 0
+    replies && shape.busyMs(replies[i]) !== undefined
       ? Promise.resolve(0)
-      : giveBack(node, keys, { kind: opts.kind, owner: attempt.owner, attempt: attempt.id }, opts.ms, opts.name)
+      : Promise.all(shape.keys.map((k, j) => giveBack(node, k, args, opts.ms, shape.names[j])))
   );
   const left = opts.signal?.aborted ? ABORT_CLEANUP_MS : until - performance.now();
   await Promise.race([sent, nap(Math.max(0, left), undefined)]);
@@ -330,22 +453,28 @@ async function undo(
  * After an attempt that was not granted (and was undone), with `left` ms of the wait remaining: throws when waiting
  * cannot help or is over; otherwise returns the shortest time a node said the lease stays held there (-1: none said).
  */
-function notGranted(group: RedlockGroup, opts: Resolved, replies: unknown[], left: number, start: number): number {
+function notGranted<L>(
+  group: RedlockGroup,
+  opts: Resolved,
+  shape: Shape<L>,
+  replies: unknown[],
+  left: number,
+  start: number,
+): number {
   const errors = replies.filter((reply) => reply instanceof Error);
   // A lease held in a way this request cannot join (on a majority): waiting cannot help.
   const refused = errors.filter((e) => e instanceof LeaseKindError);
   if (refused.length >= group.quorum) {
     throw new LeaseKindError(opts.name, (refused[0] as LeaseKindError).why, (refused[0] as LeaseKindError).found);
   }
-  const busy = replies.filter((reply): reply is number => typeof reply === "number" && reply <= 0)
-    .map((reply) => -1 - reply);
+  const busy = replies.map(shape.busyMs).filter((ms): ms is number => ms !== undefined);
   const retryMs = busy.length ? Math.min(...busy) : -1;
   if (left <= 0) {
     if (errors.length > group.nodes.length - group.quorum) {
-      const granted = replies.filter((reply) => typeof reply === "number" && reply > 0).length;
+      const granted = replies.filter((reply) => !(reply instanceof Error) && shape.busyMs(reply) === undefined).length;
       throw new QuorumError(opts.name, granted, group.quorum, errors);
     }
-    throw new LockTimeoutError(opts.name, retryMs, performance.now() - start);
+    throw new LockTimeoutError(shape.busyName(replies), retryMs, performance.now() - start);
   }
   return retryMs;
 }

@@ -1,6 +1,6 @@
 import type { RedisLike } from "./_client.ts";
 import { acquireAny, checkClients, ownerOf, type Redlock, resolveNames } from "./_acquire.ts";
-import { acquireNames } from "./_acquire_names.ts";
+import { acquireNamesAny } from "./_acquire_names.ts";
 import { resolveAcquire } from "./_validate.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 
@@ -73,7 +73,7 @@ export function acquire(
   try {
     checkClients("acquire lease", client);
     if (Array.isArray(name)) {
-      return acquireNames(client as RedisLike, name, resolveNames("acquire lease", client, name, options));
+      return acquireNamesAny(client, name, resolveNames("acquire lease", client, name, options));
     }
     return acquireAny(client, resolveAcquire("acquire lease", name as string, options, ownerOf));
   } catch (e) {

@@ -19,9 +19,9 @@
  *
  * @module
  */
-import { REDLOCK, type Redlock } from "./_acquire.ts";
+import { REDLOCK, type Redlock, REDLOCK_NAMES } from "./_acquire.ts";
 import { checkClient, type RedisLike } from "./_client.ts";
-import { acquireRedlock } from "./_redlock.ts";
+import { acquireRedlock, acquireRedlockNames } from "./_redlock.ts";
 import { fail } from "./_validate.ts";
 
 // The types its signature names, so that this entry documents them on its own.
@@ -54,5 +54,9 @@ export function redlock(clients: readonly RedisLike[]): Redlock {
   for (const c of clients) checkClient(op, c, "clients", true);
   if (new Set(clients).size !== clients.length) fail(op, "clients", "must not repeat a client", clients, RangeError);
   const list = [...clients];
-  return { clients: list, [REDLOCK]: (o) => acquireRedlock(list, o, o.nodeTimeoutMs, o.retryDelayMs) };
+  return {
+    clients: list,
+    [REDLOCK]: (o) => acquireRedlock(list, o, o.nodeTimeoutMs, o.retryDelayMs),
+    [REDLOCK_NAMES]: (names, o) => acquireRedlockNames(list, names, o, o.nodeTimeoutMs, o.retryDelayMs),
+  };
 }

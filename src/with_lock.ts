@@ -1,5 +1,5 @@
 import { acquireAny, checkClients, ownerOf, type Redlock, resolveNames } from "./_acquire.ts";
-import { acquireNames } from "./_acquire_names.ts";
+import { acquireNamesAny } from "./_acquire_names.ts";
 import type { RedisLike } from "./_client.ts";
 import { fail, resolveAcquire } from "./_validate.ts";
 import { LeaseLostError } from "./errors.ts";
@@ -42,7 +42,7 @@ export async function withLock<T>(
     ? resolveNames("run withLock", client, names, options)
     : resolveAcquire("run withLock", name, options, ownerOf);
   if (typeof fn !== "function") fail("run withLock", "fn", "must be a function", fn);
-  const lease = names ? await acquireNames(client as RedisLike, names, opts) : await acquireAny(client, opts);
+  const lease = names ? await acquireNamesAny(client, names, opts) : await acquireAny(client, opts);
   let value: T | undefined;
   let failed = false;
   let error: unknown;
