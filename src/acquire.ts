@@ -28,7 +28,9 @@ export type { Driver } from "./driver.ts";
  *   name keeps its own fence (`lease.fences`), and the loss of any aborts `lease.signal`. On one server an
  *   uncontended acquire takes them all in one script call; contended (or on a Cluster, where names are in
  *   different slots), they are taken one by one in name order, each waiting in its own queue (see
- *   docs/names.md). Not with Redlock.
+ *   docs/names.md). On a Redlock group (exclusive only), each master takes every name or none in one script call;
+ *   the set is granted by a majority of masters that granted all of it within the validity, and otherwise undone
+ *   everywhere and retried after a random delay (docs/names.md, "On Redlock").
  * @param options See {@linkcode AcquireOptions}.
  * @returns The held {@linkcode Lease}.
  * @throws {LockTimeoutError} when the lease is held by others and `waitMs` runs out (or with `waitMs: 0`, at once):

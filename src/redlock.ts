@@ -32,7 +32,9 @@ export type { Redlock } from "./_acquire.ts";
 /**
  * A Redlock group of an odd number (3, 5, 7, ...) of clients, each of an independent master, to pass to
  * `acquire` or `withLock` instead of a client. The options `nodeTimeoutMs` and `retryDelayMs` of those calls
- * apply to it; `replicas` does not.
+ * apply to it; `replicas` and `permits` do not. Several names are taken as one set, exclusively: each master takes
+ * every name or none in one script call, a majority of masters must grant all of them, and a failed attempt is
+ * undone everywhere before a random delay, so overlapping sets never deadlock (see docs/names.md, "On Redlock").
  *
  * @param clients Connected clients (node-redis clients or redlease Drivers), no client twice.
  * @returns The group.
@@ -42,6 +44,8 @@ export type { Redlock } from "./_acquire.ts";
  * ```ts
  * const group = redlock([a, b, c]);
  * await withLock(group, "payments:settle", async (signal, lease) => settle(lease.fence, signal));
+ * // Several names, one lease: each keeps its own fence.
+ * await withLock(group, ["account:1", "account:2"], async (signal, lease) => transfer({ fences: lease.fences, signal }));
  * ```
  */
 export function redlock(clients: readonly RedisLike[]): Redlock {
