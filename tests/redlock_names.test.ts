@@ -1,7 +1,9 @@
 // Several names on a Redlock group: every name on each master in one script call, granted by a majority of the
 // masters within the validity, all or nothing, and never deadlocking against an overlapping set.
 import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import {
   acquire,
   inspect,
@@ -14,8 +16,9 @@ import {
 } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
 import { waitUntil } from "../harness/wait.ts";
-import { type Client, noCommands, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, noCommands, type RedisServer, runProcess, runtimeArgs, sleep, startRedis } from "./_redis.ts";
 
+const here = dirname(fileURLToPath(import.meta.url));
 let n = 0;
 const fresh = () => `rln-${++n}-${Math.random().toString(36).slice(2)}`;
 
@@ -130,6 +133,22 @@ describe("several names on Redlock over 3 masters", () => {
     assert.equal(overlaps, 0);
     assert.deepEqual(done, [rounds, rounds, rounds]);
     assert.equal(await nothingLeft(a, names), true);
+  });
+
+  test("mutual exclusion per name across 3 processes taking overlapping sets in a cycle", async () => {
+    const [x, y, z] = [fresh(), fresh(), fresh()];
+    const [cmd, pre] = runtimeArgs(join(here, "fixtures", "redlock_names_worker.ts"));
+    const urls = servers.map((s) => s.url);
+    const runs = await Promise.all(
+      [[x, y], [y, z], [z, x]].map((set) =>
+        runProcess(cmd, [...pre, set.join(","), "10", ...urls], { cwd: join(here, ".."), timeoutMs: 60_000 })
+      ),
+    );
+    assert.deepEqual(runs.map((r) => r.code), [0, 0, 0], runs.map((r) => r.stderr).join("\n"));
+    for (const name of [x, y, z]) {
+      assert.equal(await a[0].get(`${name}:counter`), "20", `'${name}' counted by both sets that take it`);
+      assert.equal(await a[0].get(`${name}:overlaps`), null);
+    }
   });
 
   test("withLock over several names; shared, permits and replicas are refused before any command", async () => {
