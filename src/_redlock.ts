@@ -1,6 +1,8 @@
 // Redlock over independent masters (the algorithm in the Redis documentation), on the same scripts and lease
 // handles as a single Redis: acquire on every node with a per-node timeout, succeed on a majority within the
-// lease's validity, undo everywhere otherwise; renew and release by quorum.
+// lease's validity, undo everywhere otherwise; renew and release by quorum. Several names are one set: each node
+// takes all of them or none in one script call, and a majority must grant the whole set (then each name is its own
+// hold, renewed and released by quorum).
 import type { Bound, LeaseKeys, Logger, Resolved } from "./_types.ts";
 import type { LeaseEventHandler } from "./events.ts";
 import { giveBack } from "./_acquire.ts";
