@@ -52,7 +52,8 @@ export function redact(url: string): string {
     u.password = "***";
     return u.toString();
   } catch {
-    return url.replace(/^([^:/?#]*:\/\/[^:@/?#]*:)[^@]*@/, "$1***@");
+    // Up to the last '@': a password may hold an unescaped '@' (or '/', which is why the URL did not parse).
+    return url.replace(/^([^:/?#]*:\/\/[^:@/?#]*:).*@/, "$1***@");
   }
 }
 

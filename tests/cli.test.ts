@@ -1245,6 +1245,8 @@ describe(`redlease CLI (${runtimeName()})`, () => {
           [["inspect", "--url", "redis://alice:wrong-pw-3@127.0.0.1:99999"], noEnv, 2, "wrong-pw-3"],
           // rediss:// speaks TLS: to this plain server the handshake fails.
           [["inspect", "--url", `rediss://alice:wrong-pw-4@${hostPort}`], noEnv, 5, "wrong-pw-4"],
+          // A bad URL whose password has an unescaped '@': all of it hidden, not only what comes before that '@'.
+          [["inspect", "--url", "redis://alice:wrong@pw-5@127.0.0.1:99999"], noEnv, 2, "pw-5"],
         ];
         const results = await Promise.all(failures.map(([args, env]) => cli(args, { env })));
         results.forEach((r, i) => {
@@ -1256,6 +1258,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
         assert.match(results[0].stderr, /redis:\/\/alice:\*\*\*@/);
         assert.match(results[2].stderr, /alice:\*\*\*@127\.0\.0\.1:99999/);
         assert.match(results[3].stderr, /cannot connect to Redis at rediss:\/\/alice:\*\*\*@/);
+        assert.match(results[4].stderr, /'redis:\/\/alice:\*\*\*@127\.0\.0\.1:99999'/);
       } finally {
         await own.stop();
       }
