@@ -1192,6 +1192,30 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     }
   });
 
+  test("a Redis that accepts the connection but never answers (paused): exit 5 in one line, no hang", T, async () => {
+    const own = await startRedis();
+    try {
+      own.pause(); // the kernel still accepts the TCP connection; the handshake gets no answer
+      try {
+        const runs = await Promise.all([
+          cli(["inspect", "--url", own.url], { timeoutMs: 20_000 }),
+          cli(["unlock", "--force", "x", "--url", own.url], { timeoutMs: 20_000 }),
+          cli(["observe", "x", "--url", own.url], { timeoutMs: 20_000 }),
+          cli(["run", "x", "--url", own.url, "--", "true"], { timeoutMs: 20_000 }),
+        ]);
+        for (const r of runs) {
+          assert.equal(r.killed, false, `still running after 20 s: ${r.stderr}`);
+          assert.equal(r.code, 5, r.stderr);
+          oneLine(r, /^redlease: cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+: no answer within 5 s$/);
+        }
+      } finally {
+        own.resume();
+      }
+    } finally {
+      await own.stop();
+    }
+  });
+
   test("an outage while waiting is exit 5 (Redis unavailable), never 3 (busy)", T, async () => {
     const own = await startRedis();
     try {
