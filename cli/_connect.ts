@@ -8,6 +8,9 @@ export type RedisClient = ReturnType<typeof createClient>;
 
 export const DEFAULT_URL = "redis://localhost:6379";
 
+/** How long the first connection (TCP, TLS and the client's handshake) may take before exit code 5. */
+const CONNECT_TIMEOUT_MS = 5_000;
+
 /**
  * The Redis URL to use: --url, else $REDIS_URL, else localhost; `redis://` or `rediss://` (TLS), with ACL credentials
  * as `user:password@` if any (else REDIS_USERNAME / REDIS_PASSWORD: see envCredentials). Checked here so a typo is a
@@ -52,7 +55,8 @@ export function redact(url: string): string {
     u.password = "***";
     return u.toString();
   } catch {
-    return url.replace(/^([^:/?#]*:\/\/[^:@/?#]*:)[^@]*@/, "$1***@");
+    // Up to the last '@': a password may hold an unescaped '@' (or '/', which is why the URL did not parse).
+    return url.replace(/^([^:/?#]*:\/\/[^:@/?#]*:).*@/, "$1***@");
   }
 }
 
@@ -88,7 +92,7 @@ export async function connect(url: string): Promise<RedisClient> {
       url,
       disableOfflineQueue: true,
       socket: {
-        connectTimeout: 5_000,
+        connectTimeout: CONNECT_TIMEOUT_MS,
         reconnectStrategy: (retries: number) => connected ? Math.min(50 * 2 ** retries, 1_000) : false,
       },
     });
@@ -97,11 +101,19 @@ export async function connect(url: string): Promise<RedisClient> {
   }
   // Without a listener node-redis would throw connection errors from an event; they surface as failed commands.
   client.on("error", () => {});
+  // connectTimeout bounds the TCP connect only: a Redis that accepts and never answers (paused, a proxy that holds
+  // the bytes) would leave the handshake (CLIENT SETINFO, AUTH, SELECT) waiting forever. So the whole of it is bounded.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const silent = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)), CONNECT_TIMEOUT_MS);
+  });
   try {
-    await client.connect();
+    await Promise.race([client.connect(), silent]);
   } catch (e) {
     await client.disconnect().catch(() => {});
     throw new CliError(`cannot connect to Redis at ${redact(url)}: ${describeError(e)}`, EXIT.REDIS);
+  } finally {
+    clearTimeout(timer);
   }
   connected = true;
   return client;

@@ -84,8 +84,8 @@ class NamesCall {
     return e;
   }
 
-  timeout(name = this.opts.name): LockTimeoutError {
-    return new LockTimeoutError(name, -1, performance.now() - this.start);
+  timeout(name = this.opts.name, remainingMs = -1): LockTimeoutError {
+    return new LockTimeoutError(name, remainingMs, performance.now() - this.start);
   }
 }
 
@@ -175,7 +175,8 @@ async function acquireOneByOne(client: RedisLike, call: NamesCall): Promise<Leas
     } catch (e) {
       // (After an abort the name that failed has waited for its own undo already: no more waiting here.)
       await call.settle(Promise.all(parts.map((p) => p && giveBackPart(state, p))), 0);
-      throw e;
+      // The name's own wait began when the names before it were taken: waitedMs is the whole call's.
+      throw e instanceof LockTimeoutError ? call.timeout(e.lockName, e.remainingMs) : e;
     }
     if (parts.every((p) => p.endedWith === undefined)) return new LeaseGroup(parts);
     await call.settle(Promise.all(parts.map((p) => giveBackPart(state, p))));

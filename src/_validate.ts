@@ -94,7 +94,7 @@ export const CALL_KEYS: readonly string[] = ["timeoutMs"];
 /** The options of inspect() and forceUnlock(): KeyOptions and CallOptions. */
 export const KEY_CALL_KEYS: readonly string[] = ["prefix", "timeoutMs"];
 /** The options of acquire() and withLock(): AcquireOptions. */
-const ACQUIRE_KEYS: readonly string[] = [
+export const ACQUIRE_KEYS: readonly string[] = [
   "prefix",
   "shared",
   "permits",

@@ -2,7 +2,7 @@ import { acquireResolved, ownerOf } from "./_acquire.ts";
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { releaseHandle } from "./_hold.ts";
 import { isExclusive, keysOf, proclaimCall } from "./_protocol.ts";
-import { checkValue, fail, resolveAcquire } from "./_validate.ts";
+import { ACQUIRE_KEYS, checkKeys, checkValue, fail, resolveAcquire } from "./_validate.ts";
 import { LockTimeoutError } from "./errors.ts";
 import type { AcquireOptions, Lease } from "./lease.ts";
 import { DEFAULT_CALL_TIMEOUT_MS, DEFAULT_ELECTION_WATCHDOG_MS } from "./_defaults.ts";
@@ -38,6 +38,9 @@ export interface CampaignOptions extends Omit<AcquireOptions, "shared" | "permit
   readonly watchdogMs?: number;
 }
 
+/** The keys of CampaignOptions (`shared` and `permits` too: refused with a message of their own). */
+const CAMPAIGN_KEYS = [...ACQUIRE_KEYS, "value"];
+
 /**
  * Campaign to lead the election `name`: resolves once this candidate is elected, with a leadership lease whose
  * `fence` is the term (strictly greater than every earlier term of this election). Candidates wait first come,
@@ -68,11 +71,13 @@ export interface CampaignOptions extends Omit<AcquireOptions, "shared" | "permit
 export async function campaign(client: RedisLike, name: string, options?: CampaignOptions): Promise<Lease> {
   const op = "campaign";
   checkClient(op, client);
+  if (typeof options === "object" && options !== null) checkKeys(op, options, CAMPAIGN_KEYS);
   const { value, ...rest } = options ?? {};
   if (value !== undefined) checkValue(op, value);
   // An election's own default watchdog TTL, unless a fixed lease (or another TTL) is asked for.
   const watchdogMs = rest.leaseMs === undefined ? rest.watchdogMs ?? DEFAULT_ELECTION_WATCHDOG_MS : rest.watchdogMs;
-  let opts = resolveAcquire(op, name, { waitMs: Infinity, ...rest, watchdogMs }, ownerOf);
+  // (`waitMs: undefined` is no waitMs: Infinity, not acquire's default.)
+  let opts = resolveAcquire(op, name, { ...rest, waitMs: rest.waitMs ?? Infinity, watchdogMs }, ownerOf);
   if (!isExclusive(opts.kind)) fail(op, "options", "cannot ask for a shared lease or permits", options);
   opts = { ...opts, leader: true };
   const state = stateOf(client);

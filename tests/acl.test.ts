@@ -1,8 +1,8 @@
 // Least privilege, tested: the ACL of docs/security.md (read from its acl block, so the two cannot drift) is given
 // to a user of a throwaway redis-server, and the whole contract suite runs as that user with every client this
 // runtime supports; a permission missing from the doc fails here, not in a production deploy. Also: every command
-// redlease's scripts call is granted, `replicas` (WAIT) works, the CLI's inspect, unlock and elect work as the
-// user, and the user really is restricted (a key outside the prefix, an admin command: NOPERM).
+// redlease's scripts call is granted, `replicas` (WAIT) works, the CLI's inspect, observe, unlock and elect work as
+// the user, and the user really is restricted (a key outside the prefix, an admin command: NOPERM).
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -106,7 +106,7 @@ describe(`the ACL of docs/security.md (${runtimeName()})`, () => {
     assert.equal((await inspect(client, name)).held, false, "the unacknowledged acquire was undone");
   });
 
-  test("the CLI's inspect, elect (with its status line) and unlock work as the user", async () => {
+  test("the CLI's inspect, observe, elect (with its status line) and unlock work as the user", async () => {
     const cli = (args: string[], env?: Record<string, string>) => {
       const [cmd, pre] = runtimeArgs(join(root, "cli", "redlease.ts"));
       return runProcess(cmd, [...pre, args[0], "--url", url, ...args.slice(1)], {
@@ -121,6 +121,10 @@ describe(`the ACL of docs/security.md (${runtimeName()})`, () => {
     assert.equal(listed.code, 0, listed.stderr);
     assert.match(listed.stdout, new RegExp(name));
     assert.doesNotMatch(listed.stdout + listed.stderr, new RegExp(PASSWORD), "never prints the password");
+    // observe: the leader script and the election channel (SUBSCRIBE on `&redlease:*`).
+    const observed = await cli(["observe", name, "--count", "1", "--json"]);
+    assert.equal(observed.code, 0, observed.stderr);
+    assert.equal(JSON.parse(observed.stdout).leader, lease.owner);
     // A candidate that waits, showing its place in the queue (ZSCAN, ZRANK), until the leader resigns.
     const electing = cli(["elect", name, "--wait", "20s", "--", process.execPath, "-e", ""], { REDLEASE_STATUS: "1" });
     await waitUntil("the candidate is queued", 20_000, async () => (await inspect(client, name)).waiters === 1 || "no");

@@ -1192,6 +1192,30 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     }
   });
 
+  test("a Redis that accepts the connection but never answers (paused): exit 5 in one line, no hang", T, async () => {
+    const own = await startRedis();
+    try {
+      own.pause(); // the kernel still accepts the TCP connection; the handshake gets no answer
+      try {
+        const runs = await Promise.all([
+          cli(["inspect", "--url", own.url], { timeoutMs: 20_000 }),
+          cli(["unlock", "--force", "x", "--url", own.url], { timeoutMs: 20_000 }),
+          cli(["observe", "x", "--url", own.url], { timeoutMs: 20_000 }),
+          cli(["run", "x", "--url", own.url, "--", "true"], { timeoutMs: 20_000 }),
+        ]);
+        for (const r of runs) {
+          assert.equal(r.killed, false, `still running after 20 s: ${r.stderr}`);
+          assert.equal(r.code, 5, r.stderr);
+          oneLine(r, /^redlease: cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+: no answer within 5 s$/);
+        }
+      } finally {
+        own.resume();
+      }
+    } finally {
+      await own.stop();
+    }
+  });
+
   test("an outage while waiting is exit 5 (Redis unavailable), never 3 (busy)", T, async () => {
     const own = await startRedis();
     try {
@@ -1245,6 +1269,8 @@ describe(`redlease CLI (${runtimeName()})`, () => {
           [["inspect", "--url", "redis://alice:wrong-pw-3@127.0.0.1:99999"], noEnv, 2, "wrong-pw-3"],
           // rediss:// speaks TLS: to this plain server the handshake fails.
           [["inspect", "--url", `rediss://alice:wrong-pw-4@${hostPort}`], noEnv, 5, "wrong-pw-4"],
+          // A bad URL whose password has an unescaped '@': all of it hidden, not only what comes before that '@'.
+          [["inspect", "--url", "redis://alice:wrong@pw-5@127.0.0.1:99999"], noEnv, 2, "pw-5"],
         ];
         const results = await Promise.all(failures.map(([args, env]) => cli(args, { env })));
         results.forEach((r, i) => {
@@ -1256,6 +1282,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
         assert.match(results[0].stderr, /redis:\/\/alice:\*\*\*@/);
         assert.match(results[2].stderr, /alice:\*\*\*@127\.0\.0\.1:99999/);
         assert.match(results[3].stderr, /cannot connect to Redis at rediss:\/\/alice:\*\*\*@/);
+        assert.match(results[4].stderr, /'redis:\/\/alice:\*\*\*@127\.0\.0\.1:99999'/);
       } finally {
         await own.stop();
       }

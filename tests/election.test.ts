@@ -85,6 +85,19 @@ describe("leader election", () => {
     assert.ok(fixed > 59_000 && fixed <= 60_000, String(fixed));
   });
 
+  test("waitMs: undefined campaigns until elected, as no waitMs does (not acquire's 10 s default)", async () => {
+    const name = fresh();
+    const leader = await campaign(a, name, { leaseMs: 30_000 });
+    const candidate = campaign(b, name, { waitMs: undefined });
+    candidate.catch(() => {}); // (checked below)
+    const after = await Promise.race([candidate.then(() => "elected", (e) => `rejected: ${e}`), sleep(10_600)]);
+    assert.equal(after, undefined, "still campaigning after 10.6 s");
+    await release(leader);
+    const next = await candidate;
+    assert.ok(next.fence > leader.fence);
+    await release(next);
+  });
+
   test("one leader at a time; a resignation elects the next candidate with a higher term", async () => {
     const name = fresh();
     const first = await campaign(a, name);

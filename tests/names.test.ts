@@ -66,6 +66,22 @@ describe("several names at once", () => {
     await release(other);
   });
 
+  test("a wait that runs out on a later name reports the whole call's wait in waitedMs, not that name's", async () => {
+    const [x, y] = [fresh(), fresh()].sort(); // x is taken first
+    const first = await acquire(b, x, { leaseMs: 10_000 });
+    const other = await acquire(b, y, { leaseMs: 10_000 });
+    setTimeout(() => void release(first), 600); // x comes free after 600 ms, y never
+    const t0 = performance.now();
+    const err = await acquire(a, [x, y], { waitMs: 1_200 }).then(() => undefined, (e) => e);
+    const ms = performance.now() - t0;
+    assert.ok(err instanceof LockTimeoutError, String(err));
+    assert.equal(err.lockName, y);
+    assert.ok(Number.isInteger(err.waitedMs), String(err.waitedMs));
+    assert.ok(err.waitedMs >= 1_200 && err.waitedMs <= Math.ceil(ms), `waitedMs ${err.waitedMs}, waited ${ms} ms`);
+    assert.equal((await inspect(admin, x)).held, false, "x was given back");
+    await release(other);
+  });
+
   test("a waiting acquire gets every name once the holder releases; fences increase per name", async () => {
     const [x, y] = [fresh(), fresh()];
     const holder = await acquire(b, [y, x]);

@@ -74,6 +74,7 @@ describe("unknown option keys are a TypeError naming the closest valid key, befo
     await unknown(call(acquire, counted, ["x", "y"], { waitMS: 5 }), "waitMS", "waitMs");
     await unknown(call(withLock, counted, "n", () => 1, { watchdog: 100 }), "watchdog", "watchdogMs");
     await unknown(call(campaign, counted, "n", { lockDelay: 5 }), "lockDelay", "lockDelayMs");
+    await unknown(call(campaign, counted, "n", { valeu: "x" }), "valeu", "value"); // campaign's own option
     // A key whose value is undefined is a key all the same; a valid one with undefined is fine.
     await unknown(call(acquire, counted, "n", { wait: undefined }), "wait", "waitMs");
     assert.equal(sent, 0);
