@@ -26,6 +26,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createClient } from "redis";
 import { type RedisServer, sleep, startRedis } from "../harness/redis.ts";
+import { rng } from "../harness/rng.ts";
 
 interface Script {
   readonly sha: string;
@@ -48,18 +49,6 @@ async function load(version: string): Promise<Scripts> {
   const file = join(dir, `scripts-${version.replace(/[^\w.-]/g, "_")}.ts`);
   writeFileSync(file, execFileSync("git", ["show", `${version}:src/_scripts.ts`], { encoding: "utf8" }));
   return await import(file);
-}
-
-/** mulberry32 */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 // A hand-written command: "@T<ms>" becomes the server's µs time + ms.

@@ -18,6 +18,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { acquire, inspect, LockTimeoutError, release, withLock } from "../mod.ts";
+import { rng } from "../harness/rng.ts";
 import { root } from "./_scenario.ts";
 import { type Client, startChaosRedis } from "./_redis.ts";
 
@@ -58,18 +59,6 @@ const live = new Set<unknown>();
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) console.warn("no gc(): run with --expose-gc (npm run chaos -- --soak does) for meaningful heap figures");
-
-/** mulberry32: a small seeded PRNG, so a run can be repeated. */
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const srv = await startChaosRedis();
 const admin = await srv.client();

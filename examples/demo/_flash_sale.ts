@@ -19,6 +19,7 @@
 //             also carries the lease's fencing token and is refused if a newer token has written.
 import type { createClient } from "redis";
 import { configure, type LeaseEvent, LeaseLostError, withLock } from "../../mod.ts";
+import { rng } from "../../harness/rng.ts";
 
 export type Client = ReturnType<typeof createClient>;
 
@@ -53,24 +54,12 @@ export interface Request {
   readonly writeMs: number;
 }
 
-/** mulberry32: a small seeded PRNG, so every process derives the same plan. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * Every request of the sale, shuffled: each user sends requests/users of them (double clicks, retries, several
  * tabs), and consecutive ones go to different app servers, as a load balancer would spread them.
  */
 export function plan(c: SaleConfig): Request[] {
-  const rnd = prng(c.seed);
+  const rnd = rng(c.seed); // (seeded: every process derives the same plan)
   const out: Request[] = [];
   for (let i = 0; i < c.requests; i++) {
     out.push({
