@@ -410,19 +410,23 @@ function generatedApi(to: string): string {
   return existsSync(mapped) && statSync(mapped).isDirectory() ? join(mapped, "index.html") : mapped;
 }
 
-/** GitHub's anchors for the headings of a Markdown text (outside fences), as its renderer makes them. */
-function anchors(text: string): Set<string> {
-  const seen = new Map<string, number>();
-  const out = new Set<string>();
+/** The lines of a Markdown text outside fenced code, with their 0-based indexes (for headings and links). */
+function* prose(text: string): Generator<[number, string]> {
   let fence: string | undefined;
-  for (const line of text.split(/\r?\n/)) {
+  for (const [i, line] of text.split(/\r?\n/).entries()) {
     const f = /^ {0,3}(`{3,}|~{3,})/.exec(line);
     if (f) {
       if (fence === undefined) fence = f[1];
       else if (f[1][0] === fence[0] && f[1].length >= fence.length) fence = undefined;
-      continue;
-    }
-    if (fence !== undefined) continue;
+    } else if (fence === undefined) yield [i, line];
+  }
+}
+
+/** GitHub's anchors for the headings of a Markdown text (outside fences), as its renderer makes them. */
+function anchors(text: string): Set<string> {
+  const seen = new Map<string, number>();
+  const out = new Set<string>();
+  for (const [, line] of prose(text)) {
     const h = /^ {0,3}#{1,6}[ \t]+(.*?)[ \t#]*$/.exec(line);
     if (!h) continue;
     const slug = h[1].replace(/<[^>]*>/g, "").toLowerCase().replace(/[^\p{L}\p{N}\p{M} _-]/gu, "").replace(/ /g, "-");
@@ -447,17 +451,8 @@ function checkLinks(files: readonly string[]): void {
   for (const file of files) {
     const rel = relative(root, file);
     const doc = rel.startsWith("..") || isAbsolute(rel) ? file : rel;
-    let fence: string | undefined;
-    for (const [i, line] of readFileSync(file, "utf8").split(/\r?\n/).entries()) {
-      const f = /^ {0,3}(`{3,}|~{3,})/.exec(line);
-      if (f) {
-        if (fence === undefined) fence = f[1];
-        else if (f[1][0] === fence[0] && f[1].length >= fence.length) fence = undefined;
-        continue;
-      }
-      if (fence !== undefined) continue;
-      const prose = line.replace(/(`+)[^`]*?\1/g, "");
-      for (const m of prose.matchAll(/\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\)/g)) {
+    for (const [i, line] of prose(readFileSync(file, "utf8"))) {
+      for (const m of line.replace(/(`+)[^`]*?\1/g, "").matchAll(/\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\)/g)) {
         const target = m[1];
         if (target === "" || /^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
         const [path, anchor] = target.split("#", 2) as [string, string | undefined];
