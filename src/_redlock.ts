@@ -295,7 +295,8 @@ async function acquireOn<L>(
     await nap(pause, opts.signal);
     opts.signal?.throwIfAborted();
     // A generated owner is new per try: an undo of this try that runs after the next one (re-sent after NOSCRIPT, or
-    // slower than the per-node timeout) cannot meet a hold the next try re-entered. (A fixed owner's can: see docs/topologies.md, "Redlock".)
+    // slower than the per-node timeout) cannot meet a hold the next try re-entered. (A fixed owner's can: see
+    // docs/topologies.md, "Redlock".)
     if (opts.owner === undefined) owner = newOwner(opts);
   }
 }

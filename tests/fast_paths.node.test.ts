@@ -117,4 +117,20 @@ describe("fast paths keep the general paths' behaviour", () => {
     await until("the waiter told of its grant", () => heard.length === 1);
     assert.match(heard[0], new RegExp(`^${xa}:${info.fence}:`));
   });
+
+  // release_set's fast path ends a release at once while live holds stay; with only expired ones left it takes the
+  // general path, which purges them and keeps the fence for FENCE_RETAIN_MS (as for the last hold of all), instead of
+  // leaving the set record to the end of the expired holds.
+  test("a release that leaves only expired holds keeps the fence for FENCE_RETAIN_MS", async () => {
+    const st = stateOf(a);
+    const k = keysOf("redlease", fresh());
+    const long = await acquireCall(st, k, { kind: "p2", owner: "A", ms: 600, attempt: attemptId() });
+    const short = await acquireCall(st, k, { kind: "p2", owner: "B", ms: 100, attempt: attemptId() });
+    assert.ok(long.fence && short.fence);
+    await sleep(200); // B's hold has expired (not purged yet); A's is live
+    assert.equal(await releaseCall(st, k, { kind: "p2", owner: "A", fence: long.fence }), "freed");
+    assert.equal(await a.get(k.hash), String(short.fence), "the last fence, kept as a free record");
+    assert.ok(await a.pTTL(k.hash) > 5_000, `kept for FENCE_RETAIN_MS, not ${await a.pTTL(k.hash)} ms`);
+    assert.equal(await a.exists(k.holders), 0, "the expired hold purged");
+  });
 });
