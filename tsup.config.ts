@@ -10,6 +10,7 @@ export const entries: Record<string, string> = {
   "mod": "mod.ts",
   "node-redis": "src/adapters/node_redis.ts",
   "ioredis": "src/adapters/ioredis.ts",
+  "glide": "src/adapters/glide.ts",
   "bun": "src/adapters/bun.ts",
   "http": "src/adapters/http.ts",
   "redlock": "src/redlock.ts",
@@ -21,7 +22,7 @@ export const entries: Record<string, string> = {
  * Clients are passed in by the caller and never bundled; `bun` is the runtime's own module; `@opentelemetry/api` is
  * the application's (an optional peer: one copy per process holds the global providers and context).
  */
-export const external = ["redis", "ioredis", "bun", "@opentelemetry/api"];
+export const external = ["redis", "ioredis", "@valkey/valkey-glide", "bun", "@opentelemetry/api"];
 
 export default defineConfig(() => {
   // An adapter still being written is skipped with a warning so the build keeps working; check_exports fails

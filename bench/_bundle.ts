@@ -1,5 +1,6 @@
 // The one way the benchmarks load redlease: a checkout built as the package ships it (its own tsup.config.ts, the
-// ESM entry points users install: `redlease` = dist/mod.js, `redlease/ioredis` = dist/ioredis.js), built into a
+// ESM entry points users install: `redlease` = dist/mod.js, `redlease/ioredis` = dist/ioredis.js, `redlease/glide` =
+// dist/glide.js), built into a
 // directory of the benchmark's own, so that edits to src/ during a run do not mix versions and no loader's helpers
 // are timed. A checkout without tsup.config.ts (older than the package build) is bundled by esbuild instead.
 import { execFileSync } from "node:child_process";
@@ -33,6 +34,8 @@ export async function bundleRedlease(tree: string, outfile: string, entry = "mod
     writeFileSync(file, `export * from "./${basename(dir)}/${built}.js";\n`);
   reexport(outfile, name);
   if (entry === "mod.ts") reexport(adapterBundle(outfile), "ioredis");
+  // (A tree from before redlease/glide has no GLIDE adapter: its redlease-glide row cannot run.)
+  if (entry === "mod.ts" && existsSync(join(dir, "glide.js"))) reexport(adapterBundle(outfile, "glide"), "glide");
   return statSync(join(dir, `${name}.js`)).size +
     readdirSync(dir).filter((f) => /^chunk-.*\.js$/.test(f)).reduce((n, f) => n + statSync(join(dir, f)).size, 0);
 }
@@ -47,7 +50,7 @@ async function esbuildBundle(tree: string, outfile: string, entry: string): Prom
     format: "esm",
     platform: "node",
     target: "node20",
-    external: ["redis", "ioredis"],
+    external: ["redis", "ioredis", "@valkey/valkey-glide"],
     outfile,
     logLevel: "silent",
   });

@@ -11,6 +11,7 @@ export type LibId =
   | "ring"
   | "fifo"
   | "redlease-io"
+  | "redlease-glide"
   | "fenced"
   | "fenced-io"
   | "guarded"
@@ -73,6 +74,13 @@ export const FAIR_FENCED_FLOOR: LibId = "fairfenced";
  * cores; this row tells that apart from redlease's own cost.
  */
 export const ON_PEER_CLIENT: LibId = "redlease-io";
+
+/**
+ * B1/B2/B3: redlease on Valkey GLIDE (redlease/glide, the same build's adapter), beside redlease on node-redis and on
+ * ioredis: GLIDE sends every command through its Rust core, and wakes waiters by pub/sub on the client's own
+ * connection.
+ */
+export const ON_GLIDE: LibId = "redlease-glide";
 
 /**
  * Not a library: the least a fenced lease does uncontended, on node-redis as redlease uses it — two EVALSHA per
@@ -144,6 +152,7 @@ export const TUNABLE: Record<LibId, boolean> = {
   ring: false,
   fifo: false,
   "redlease-io": false,
+  "redlease-glide": false,
   fenced: false,
   "fenced-io": false,
   guarded: false,
@@ -165,6 +174,7 @@ export const LABEL: Record<LibId, string> = {
   ring: "floor: pub/sub token ring (not a lock)",
   fifo: "floor: minimal fair notified lock (FIFO, no fence)",
   "redlease-io": "redlease on ioredis",
+  "redlease-glide": "redlease on Valkey GLIDE",
   fenced: "floor: minimal fenced lease (node-redis, 2 EVALSHA)",
   "fenced-io": "floor: minimal fenced lease on ioredis (2 EVALSHA)",
   guarded: "floor: minimal fenced lease with the client work of redlease's guarantees",
@@ -202,6 +212,9 @@ export function settingsText(lib: LibId, tuned: boolean): string {
         `metrics read every 60 s; no tracer provider registered (no span made)`;
     case "redlease-io":
       return `as redlease, on an ioredis client (the peers' client) through ioredis() from redlease/ioredis`;
+    case "redlease-glide":
+      return `as redlease, on a Valkey GLIDE GlideClient (default settings but requestTimeout ${WAIT_MS} ms) ` +
+        `through glide() from redlease/glide`;
     case "raw":
       return `SET key token NX PX ${LEASE_MS}; while held, sleep ${RAW_POLL_MS} ms and retry, for up to ${WAIT_MS} ms; ` +
         `release: EVALSHA of "if GET == token then DEL"`;
@@ -272,6 +285,8 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   ring: /^(publish|subscribe|unsubscribe)$/,
   // EVALSHA (+ SCRIPT LOAD once), SUBSCRIBE at setup. Lua calls SET, RPUSH, GET, LPOP, PUBLISH, DEL.
   "redlease-io": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
+  // As redlease, on the client's one connection, and CLIENT ID once a second while a client has waiters (B3).
+  "redlease-glide": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|wait|client\|id)$/,
   fifo: /^(evalsha|script\|.*|subscribe|unsubscribe)$/,
   // EVALSHA (+ SCRIPT LOAD once). Lua calls TIME, SET, EXISTS, GET.
   fenced: /^(evalsha|script\|.*)$/,
@@ -515,8 +530,8 @@ async function ioredisClient(url: string): Promise<Any> {
  * Where bench/_bundle.ts bundleRedlease() puts the ioredis adapter beside the bundle `file` (a path or a file URL
  * ending in .mjs or .js).
  */
-export function adapterBundle(file: string): string {
-  return file.replace(/(\.m?js)$/, "-ioredis$1");
+export function adapterBundle(file: string, adapter: "ioredis" | "glide" = "ioredis"): string {
+  return file.replace(/(\.m?js)$/, `-${adapter}$1`);
 }
 
 /** Import a library (and its client). `redleaseUrl` is the module to use for redlease. */
@@ -581,6 +596,29 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
             acquire: (name) => rl.acquire(d, name, { waitMs: WAIT_MS }),
             release: async (h) => void await rl.release(h),
             close: async () => void await c.quit(),
+          };
+        },
+      };
+    }
+    case "redlease-glide": {
+      const [rl, gl, { GlideClient, Logger }] = await Promise.all([
+        import(redleaseUrl) as Promise<Any>,
+        import(adapterBundle(redleaseUrl, "glide")) as Promise<Any>, // (as redlease-io: the same build's adapter)
+        import("@valkey/valkey-glide"),
+      ]);
+      Logger.setLoggerConfig("error");
+      return {
+        async connect(url) {
+          const { hostname, port } = new URL(url);
+          const c = await GlideClient.createClient({
+            addresses: [{ host: hostname, port: Number(port) }],
+            requestTimeout: WAIT_MS, // (GLIDE's 250 ms default fails a call that a loaded machine answers late)
+          });
+          const d = gl.glide(c);
+          return {
+            acquire: (name) => rl.acquire(d, name, { waitMs: WAIT_MS }),
+            release: async (h) => void await rl.release(h),
+            close: () => Promise.resolve(c.close()),
           };
         },
       };

@@ -29,6 +29,7 @@ import {
   LABEL,
   type LibId,
   LIBS,
+  ON_GLIDE,
   PERMIT_LIBS,
   PERMITS,
   type Seat,
@@ -123,7 +124,7 @@ const load3 = () => loadavg().map(r2);
 
 function variants(only: string[] | undefined): Variant[] {
   const out: Variant[] = [];
-  for (const lib of [...LIBS, ...UNCONTENDED_ONLY, ...FLOORS, ...PERMIT_LIBS]) {
+  for (const lib of [...LIBS, ON_GLIDE, ...UNCONTENDED_ONLY, ...FLOORS, ...PERMIT_LIBS]) {
     const add = (tuned: boolean) => {
       const id = tuned ? `${lib}@1ms` : lib;
       if (only && !only.includes(id) && !only.includes(lib)) return;

@@ -20,7 +20,7 @@ export interface Fill {
  * The `ACL SETUSER` commands of the doc's block marked `<!-- BLOCK:begin … -->` … `<!-- BLOCK:end -->` (a ```text
  * fence), as argument lists with the placeholders filled in.
  */
-export function aclOfDoc(block: "acl" | "acl-cluster", fill: Fill): string[][] {
+export function aclOfDoc(block: "acl" | "acl-cluster" | "acl-glide", fill: Fill): string[][] {
   const text = readFileSync(DOC, "utf8");
   return linesOf(text, block).map((line) => {
     const words = line.replace("<password>", fill.password).replace("<resource keys>", fill.resources)

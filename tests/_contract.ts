@@ -31,6 +31,9 @@ import { ioredis } from "../src/adapters/ioredis.ts";
 type IORedisCluster = InstanceType<typeof IORedisClusterClient>;
 import { bunRedis, type BunRedisClient } from "../src/adapters/bun.ts";
 import { upstash } from "../src/adapters/http.ts";
+import { glide, redisWording } from "../src/adapters/glide.ts";
+import { glideClient } from "./_glide.ts";
+import { RedisUnavailableError } from "../src/errors.ts";
 import { type Client, holdsOf, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
 import { startHttpBridge } from "../harness/http_bridge.ts";
 
@@ -189,6 +192,16 @@ export const adapters: readonly AdapterCase[] = [
         await until("the subscriber is closed", async () => (await subscribers()) === 0);
       });
     },
+  },
+  {
+    name: "glide",
+    runtimes: ALL,
+    pubsub: true,
+    async make(url) {
+      const c = await glideClient(url);
+      return { client: glide(c), close: () => Promise.resolve(c.close()) };
+    },
+    extras: (ctx) => glideExtras(ctx),
   },
   {
     name: "http",
@@ -757,5 +770,79 @@ export function ioredisTopologies(): void {
         await s.stop();
       }
     });
+  });
+}
+
+/** The GLIDE adapter's own tests (see src/adapters/glide.ts), on the contract's server. */
+function glideExtras(ctx: Ctx): void {
+  test("glide: glide() returns one driver per client and rejects what is not a GLIDE client", async () => {
+    const c = await glideClient(ctx.srv.url);
+    try {
+      assert.equal(glide(c), glide(c));
+      assert.throws(
+        () => glide({} as never),
+        (e) => e instanceof TypeError && /must be a GLIDE client/.test(e.message),
+      );
+      const pending = glideClient(ctx.srv.url);
+      assert.throws(
+        () => glide(pending as never),
+        (e) => e instanceof TypeError && /await createClient/.test(e.message),
+      );
+      (await pending).close();
+      assert.throws(() => glide(new IORedis(ctx.srv.url, { lazyConnect: true }) as never), TypeError);
+    } finally {
+      c.close();
+    }
+  });
+
+  test("glide: error replies keep Redis's wording: NOSCRIPT is recovered from, WRONGTYPE is no outage", async () => {
+    assert.equal(
+      redisWording("An error was signalled by the server: - NoScriptError: No matching script. Please use EVAL."),
+      "NOSCRIPT No matching script. Please use EVAL.",
+    );
+    assert.equal(redisWording("WRONGTYPE: Operation against a key"), "WRONGTYPE Operation against a key");
+    assert.equal(redisWording("An error was signalled by the server: - ResponseError: unknown"), "ERR unknown");
+    assert.equal(redisWording("Request timed out"), undefined);
+    const name = ctx.fresh();
+    await ctx.admin.hSet(keysOf("redlease", name).hash, "f", "not a lease record");
+    const e = await acquire(ctx.a, name).then(() => null, (e: unknown) => e);
+    assert.ok(e instanceof Error && /^WRONGTYPE /.test(e.message), String(e));
+    assert.ok(!(e instanceof RedisUnavailableError));
+    await ctx.admin.del(keysOf("redlease", name).hash);
+  });
+
+  test("glide: WAIT outlives GLIDE's default 250 ms request timeout: too few replicas is a ReplicationError", async () => {
+    const c = await glideClient(ctx.srv.url, { requestTimeout: undefined }); // GLIDE's default: 250 ms
+    try {
+      const t0 = performance.now();
+      const e = await acquire(glide(c), ctx.fresh(), { replicas: 1, replicaTimeoutMs: 700 }).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      const took = performance.now() - t0;
+      assert.ok(e instanceof ReplicationError, String(e));
+      assert.ok(took >= 650, `WAIT ended after ${took} ms`);
+    } finally {
+      c.close();
+    }
+  });
+
+  test("glide: a client created with a pub/sub callback gets every message, so its waiters poll", async () => {
+    const c = await glideClient(ctx.srv.url, {
+      pubsubSubscriptions: { channelsAndPatterns: {}, callback: () => {} },
+    });
+    try {
+      const d = glide(c);
+      assert.equal(d.subscribe, undefined);
+      const name = ctx.fresh();
+      const holder = await acquire(ctx.a, name);
+      const waiting = acquire(d, name, { waitMs: 10_000 });
+      await sleep(200);
+      assert.equal((await inspect(ctx.admin, name)).waiters, 0, "a polling waiter does not queue");
+      await release(holder);
+      await release(await waiting);
+    } finally {
+      c.close();
+    }
   });
 }

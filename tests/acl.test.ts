@@ -36,7 +36,19 @@ async function asUser(srv: RedisServer, admin: Client): Promise<string> {
   return url.href;
 }
 
-for (const adapter of adapters) contract(adapter, { label: "as the ACL user of docs/security.md", url: asUser });
+/** The same, with the GLIDE block of docs/security.md too. */
+async function asGlideUser(srv: RedisServer, admin: Client): Promise<string> {
+  const url = await asUser(srv, admin);
+  for (const words of aclOfDoc("acl-glide", { password: PASSWORD, resources: RESOURCES, scriptCommands: "" })) {
+    await admin.sendCommand(words);
+  }
+  return url;
+}
+
+for (const adapter of adapters) {
+  const url = adapter.name === "glide" ? asGlideUser : asUser;
+  contract(adapter, { label: "as the ACL user of docs/security.md", url });
+}
 
 describe(`the ACL of docs/security.md (${runtimeName()})`, () => {
   let srv: RedisServer;

@@ -2,6 +2,7 @@
 // and the usual mistakes do not compile. Never run: `tsc -p tsconfig.test.json` (part of `npm test`) checks it,
 // and an `@ts-expect-error` whose line compiles again fails that check (TS2578, unused directive).
 import type { Cluster as IORedisCluster, Redis as IORedis } from "ioredis";
+import type { GlideClient, GlideClusterClient } from "@valkey/valkey-glide";
 import type { createClient, createCluster } from "redis";
 import type {
   createClient as createClient5,
@@ -23,6 +24,7 @@ import {
 } from "../mod.ts";
 import { bunRedis, type BunRedisClient } from "../src/adapters/bun.ts";
 import { upstash } from "../src/adapters/http.ts";
+import { glide } from "../src/adapters/glide.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
 import { redlock } from "../src/redlock.ts";
@@ -35,6 +37,8 @@ declare const v5Sentinel: ReturnType<typeof createSentinel5>;
 declare const io: IORedis;
 declare const ioCluster: IORedisCluster;
 declare const bun: BunRedisClient;
+declare const valkey: GlideClient;
+declare const valkeyCluster: GlideClusterClient;
 declare const driver: Driver;
 
 /** Each supported client, as users pass it today. */
@@ -56,6 +60,9 @@ export async function accepted(): Promise<void> {
   await acquire(ioredis(io), "n");
   await acquire(ioredis(ioCluster), "n");
   await acquire(bunRedis(bun), "n");
+  await acquire(glide(valkey), "n");
+  await acquire(glide(valkeyCluster), "n");
+  await withLock(redlock([glide(valkey), v5]), "n", () => 1);
   await acquire(upstash({ url: "https://example.com", token: "t" }), "n");
   await acquire(driver, "n");
   // A Redlock group of any of them, mixed.
@@ -101,6 +108,20 @@ export async function refused(): Promise<void> {
   // A Bun RedisClient that was not wrapped with bunRedis() from redlease/bun.
   // @ts-expect-error a Bun RedisClient must be wrapped: bunRedis(bun)
   await acquire(bun, "n");
+
+  // A GLIDE client that was not wrapped with glide() from redlease/glide, and what glide() does not take.
+  // @ts-expect-error a GlideClient must be wrapped: glide(valkey)
+  await acquire(valkey, "n");
+  // @ts-expect-error a GlideClusterClient must be wrapped: glide(valkeyCluster)
+  await campaign(valkeyCluster, "e");
+  // @ts-expect-error a pending GlideClient.createClient(): await it first
+  glide(Promise.resolve(valkey));
+  // @ts-expect-error glide() does not wrap ioredis
+  glide(io);
+  // @ts-expect-error nor node-redis
+  glide(v5);
+  // @ts-expect-error nodeRedis() does not wrap GLIDE
+  nodeRedis(valkey);
 
   // Things that are no client at all.
   // @ts-expect-error a plain object

@@ -4,151 +4,189 @@ import { createCluster as createCluster5 } from "redis5";
 import {
   acquire,
   campaign,
+  type Driver,
   inspect,
   type Lease,
   LeaseKindError,
   LockTimeoutError,
   observe,
   proclaim,
+  type RedisLike,
   release,
+  ReplicationError,
 } from "../mod.ts";
-import { type ClusterClient, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
+import { type ClusterClient, pause, resume, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
+import { glide } from "../src/adapters/glide.ts";
 import { holdsOf, queued } from "./_redis.ts";
+import { glideCluster } from "./_glide.ts";
 
 let n = 0;
 const fresh = () => `cluster-${++n}-${Math.random().toString(36).slice(2)}`;
 
-/** Until `k` waiters are in `name`'s queue in Redis: a fixed sleep was not always enough on a loaded machine. */
+// The cluster's tests run with node-redis' cluster clients and again with Valkey GLIDE's (redlease/glide) on the same
+// cluster: each body below takes the two clients that contend and a way to make a fresh one.
+interface Clients {
+  readonly a: RedisLike;
+  readonly b: RedisLike;
+  /** Another client of the same kind, connected (closed with the cluster). */
+  fresh(): Promise<RedisLike>;
+}
+
+/** The clients each shared test runs with. */
+const VIAS = ["node-redis", "GLIDE"] as const;
 
 describe("Redis Cluster (3 masters + 3 replicas)", () => {
   let c: StartedCluster;
   let a: ClusterClient;
   let b: ClusterClient;
+  const glides: Array<{ close(): void }> = [];
+  const glideClient = async () => {
+    const g = await glideCluster(c.masters().map((m) => m.port));
+    glides.push(g);
+    return glide(g);
+  };
+  let nodeRedis: Clients;
+  let viaGlide: Clients & { readonly a: Driver };
   before(async () => {
     c = await startCluster({ masters: 3, replicasPerMaster: 1 });
     a = await c.cluster();
     b = await c.cluster();
+    nodeRedis = { a, b, fresh: () => c.cluster() };
+    viaGlide = { a: await glideClient(), b: await glideClient(), fresh: glideClient };
   });
   after(async () => {
+    for (const g of glides) g.close();
     await c.stop();
   });
 
-  test("leases on names spread over every master: contention, release, and a name with '}'", async () => {
-    const ownerOf = (name: string) =>
-      c.ownerOf(c.slotOf(`redlease:{${name.replace(/[%}]/g, (ch) => ch === "%" ? "%25" : "%7D")}}`)).port;
-    // 12 random names now and then miss one of the three masters (seen in a load run): drawn on until they cover all.
-    const names = ["}edge", "a}b{c"];
-    while ((names.length < 14 || new Set(names.map(ownerOf)).size < 3) && names.length < 200) names.push(fresh());
-    const owners = new Set(names.map(ownerOf));
-    assert.equal(owners.size, 3, "the names cover all three masters");
-    const leases = await Promise.all(names.map((name) => acquire(a, name)));
-    for (const name of names) await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
-    for (const l of leases) assert.equal(await release(l), true);
-    const again = await Promise.all(names.map((name) => acquire(b, name, { waitMs: 0 })));
-    for (const [i, l] of again.entries()) assert.ok(l.fence > leases[i].fence);
-    for (const l of again) await release(l);
-  });
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}leases on names spread over every master: contention, release, and a name with '}'`, async () => {
+      const { a, b } = via === "GLIDE" ? viaGlide : nodeRedis;
+      const ownerOf = (name: string) =>
+        c.ownerOf(c.slotOf(`redlease:{${name.replace(/[%}]/g, (ch) => ch === "%" ? "%25" : "%7D")}}`)).port;
+      // 12 random names now and then miss one of the three masters (seen in a load run): drawn on until they cover all.
+      const names = ["}edge", "a}b{c"];
+      while ((names.length < 14 || new Set(names.map(ownerOf)).size < 3) && names.length < 200) names.push(fresh());
+      const owners = new Set(names.map(ownerOf));
+      assert.equal(owners.size, 3, "the names cover all three masters");
+      const leases = await Promise.all(names.map((name) => acquire(a, name)));
+      for (const name of names) await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
+      for (const l of leases) assert.equal(await release(l), true);
+      const again = await Promise.all(names.map((name) => acquire(b, name, { waitMs: 0 })));
+      for (const [i, l] of again.entries()) assert.ok(l.fence > leases[i].fence);
+      for (const l of again) await release(l);
+    });
+  }
 
-  test("after SCRIPT FLUSH, concurrent first acquires of a fresh client send the script in full once per master", async () => {
-    const masters = c.masters();
-    for (const m of masters) {
-      await c.command(m.port, "SCRIPT", "FLUSH");
-      await c.command(m.port, "CONFIG", "RESETSTAT");
-    }
-    const names: string[] = [];
-    const per = new Map<number, number>();
-    while (names.length < 24 || per.size < masters.length) {
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}after SCRIPT FLUSH, concurrent first acquires of a fresh client send the script in full once per master`, async () => {
+      const { fresh: another } = via === "GLIDE" ? viaGlide : nodeRedis;
+      const masters = c.masters();
+      for (const m of masters) {
+        await c.command(m.port, "SCRIPT", "FLUSH");
+        await c.command(m.port, "CONFIG", "RESETSTAT");
+      }
+      const names: string[] = [];
+      const per = new Map<number, number>();
+      while (names.length < 24 || per.size < masters.length) {
+        const name = fresh();
+        const port = c.ownerOf(c.slotOf(`redlease:{${name}}`)).port;
+        per.set(port, (per.get(port) ?? 0) + 1);
+        names.push(name);
+      }
+      const x = await another();
+      const leases = await Promise.all(names.map((name) => acquire(x, name, { waitMs: 0 })));
+      for (const m of masters) {
+        const info = String(await c.command(m.port, "INFO", "commandstats"));
+        const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+        assert.equal(calls("eval"), 1, `master ${m.port} (${per.get(m.port)} names): EVAL once, to this master`);
+        assert.equal(calls("script\\|load"), 0, `master ${m.port}: nothing loaded up front`);
+      }
+      for (const l of leases) assert.equal(await release(l), true);
+    });
+  }
+
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}shared leases, permits, several names and an election work across the masters, woken by sharded pub/sub`, async () => {
+      const { a, b } = via === "GLIDE" ? viaGlide : nodeRedis;
+      // Shared: a writer waits for the readers and is handed the lease by the last one's release.
+      const rw = fresh();
+      const readers = [await acquire(a, rw, { shared: true }), await acquire(b, rw, { shared: true })];
+      const writer = acquire(b, rw, { waitMs: 5_000 });
+      await queued(a, rw);
+      await release(readers[0]);
+      let t0 = performance.now();
+      await release(readers[1]);
+      const w = await writer;
+      assert.ok(performance.now() - t0 < 500, "woken by the release");
+      await release(w);
+      // Permits: a freed permit wakes the waiter; n must agree.
+      const pn = fresh();
+      const p1 = await acquire(a, pn, { permits: 1 });
+      await assert.rejects(acquire(b, pn, { permits: 2, waitMs: 0 }), LeaseKindError);
+      const p2 = acquire(b, pn, { permits: 1, waitMs: 5_000 });
+      await queued(a, pn);
+      t0 = performance.now();
+      await release(p1);
+      await release(await p2);
+      assert.ok(performance.now() - t0 < 500);
+      // Several names, on several masters: taken one by one in name order, all or nothing.
+      // (Random names all fall on one of the 3 masters about once in 243 draws: drawn again then, a few times at most.)
+      const masters = (xs: string[]) => new Set(xs.map((x) => c.ownerOf(c.slotOf(`redlease:{${x}}`)).port));
+      let names = Array.from({ length: 6 }, fresh);
+      for (let i = 0; i < 5 && masters(names).size < 2; i++) names = Array.from({ length: 6 }, fresh);
+      assert.ok(masters(names).size > 1, "the names are on more than one master");
+      const all = await acquire(a, names);
+      await assert.rejects(acquire(b, [names[5], names[0]], { waitMs: 0 }), LockTimeoutError);
+      assert.equal((await inspect(a, names[5])).held, true);
+      const waiting = acquire(b, [names[5], names[0]], { waitMs: 5_000 });
+      await sleep(100);
+      await release(all);
+      await release(await waiting);
+      // An election: a resignation elects the waiting candidate; the observer hears of it by sharded pub/sub.
+      const el = fresh();
+      const stop = new AbortController();
+      const seen: Array<string | undefined> = [];
+      const watching = (async () => {
+        for await (const s of observe(b, el, { signal: stop.signal })) seen.push(s.leader);
+      })();
+      const first = await campaign(a, el, { value: "one" });
+      const second = campaign(b, el);
+      await sleep(100);
+      await release(first);
+      const next = await second;
+      assert.ok(next.fence > first.fence);
+      assert.equal(await proclaim(next, "two"), true);
+      const deadline = performance.now() + 10_000;
+      while (!seen.includes(next.owner) && performance.now() < deadline) await sleep(20);
+      assert.ok(seen.includes(first.owner) && seen.includes(next.owner), JSON.stringify(seen));
+      await release(next);
+      stop.abort();
+      await watching;
+    });
+  }
+
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}a waiter on another client is handed the lease by sharded pub/sub within a few ms`, async () => {
+      const { a, b } = via === "GLIDE" ? viaGlide : nodeRedis;
       const name = fresh();
-      const port = c.ownerOf(c.slotOf(`redlease:{${name}}`)).port;
-      per.set(port, (per.get(port) ?? 0) + 1);
-      names.push(name);
-    }
-    const x = await c.cluster();
-    const leases = await Promise.all(names.map((name) => acquire(x, name, { waitMs: 0 })));
-    for (const m of masters) {
-      const info = String(await c.command(m.port, "INFO", "commandstats"));
-      const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
-      assert.equal(calls("eval"), 1, `master ${m.port} (${per.get(m.port)} names): EVAL once, to this master`);
-      assert.equal(calls("script\\|load"), 0, `master ${m.port}: nothing loaded up front`);
-    }
-    for (const l of leases) assert.equal(await release(l), true);
-  });
-
-  test("shared leases, permits, several names and an election work across the masters, woken by sharded pub/sub", async () => {
-    // Shared: a writer waits for the readers and is handed the lease by the last one's release.
-    const rw = fresh();
-    const readers = [await acquire(a, rw, { shared: true }), await acquire(b, rw, { shared: true })];
-    const writer = acquire(b, rw, { waitMs: 5_000 });
-    await queued(a, rw);
-    await release(readers[0]);
-    let t0 = performance.now();
-    await release(readers[1]);
-    const w = await writer;
-    assert.ok(performance.now() - t0 < 500, "woken by the release");
-    await release(w);
-    // Permits: a freed permit wakes the waiter; n must agree.
-    const pn = fresh();
-    const p1 = await acquire(a, pn, { permits: 1 });
-    await assert.rejects(acquire(b, pn, { permits: 2, waitMs: 0 }), LeaseKindError);
-    const p2 = acquire(b, pn, { permits: 1, waitMs: 5_000 });
-    await queued(a, pn);
-    t0 = performance.now();
-    await release(p1);
-    await release(await p2);
-    assert.ok(performance.now() - t0 < 500);
-    // Several names, on several masters: taken one by one in name order, all or nothing.
-    // (Random names all fall on one of the 3 masters about once in 243 draws: drawn again then, a few times at most.)
-    const masters = (xs: string[]) => new Set(xs.map((x) => c.ownerOf(c.slotOf(`redlease:{${x}}`)).port));
-    let names = Array.from({ length: 6 }, fresh);
-    for (let i = 0; i < 5 && masters(names).size < 2; i++) names = Array.from({ length: 6 }, fresh);
-    assert.ok(masters(names).size > 1, "the names are on more than one master");
-    const all = await acquire(a, names);
-    await assert.rejects(acquire(b, [names[5], names[0]], { waitMs: 0 }), LockTimeoutError);
-    assert.equal((await inspect(a, names[5])).held, true);
-    const waiting = acquire(b, [names[5], names[0]], { waitMs: 5_000 });
-    await sleep(100);
-    await release(all);
-    await release(await waiting);
-    // An election: a resignation elects the waiting candidate; the observer hears of it by sharded pub/sub.
-    const el = fresh();
-    const stop = new AbortController();
-    const seen: Array<string | undefined> = [];
-    const watching = (async () => {
-      for await (const s of observe(b, el, { signal: stop.signal })) seen.push(s.leader);
-    })();
-    const first = await campaign(a, el, { value: "one" });
-    const second = campaign(b, el);
-    await sleep(100);
-    await release(first);
-    const next = await second;
-    assert.ok(next.fence > first.fence);
-    assert.equal(await proclaim(next, "two"), true);
-    const deadline = performance.now() + 10_000;
-    while (!seen.includes(next.owner) && performance.now() < deadline) await sleep(20);
-    assert.ok(seen.includes(first.owner) && seen.includes(next.owner), JSON.stringify(seen));
-    await release(next);
-    stop.abort();
-    await watching;
-  });
-
-  test("a waiter on another client is handed the lease by sharded pub/sub within a few ms", async () => {
-    const name = fresh();
-    const holder = await acquire(a, name);
-    const waiting = acquire(b, name, { waitMs: 10_000 });
-    // Queued once its first call has run (a cluster client's first script call on a loaded machine: 100 ms was not
-    // always enough on Deno).
-    const t1 = performance.now();
-    while ((await inspect(a, name)).waiters !== 1) {
-      assert.ok(performance.now() - t1 < 5_000, "the waiter was not queued within 5 s");
-      await sleep(20);
-    }
-    const t0 = performance.now();
-    await release(holder);
-    const next = await waiting;
-    const took = performance.now() - t0;
-    assert.ok(took < 300, `handoff took ${took} ms`);
-    await release(next);
-  });
+      const holder = await acquire(a, name);
+      const waiting = acquire(b, name, { waitMs: 10_000 });
+      // Queued once its first call has run (a cluster client's first script call on a loaded machine: 100 ms was not
+      // always enough on Deno).
+      const t1 = performance.now();
+      while ((await inspect(a, name)).waiters !== 1) {
+        assert.ok(performance.now() - t1 < 5_000, "the waiter was not queued within 5 s");
+        await sleep(20);
+      }
+      const t0 = performance.now();
+      await release(holder);
+      const next = await waiting;
+      const took = performance.now() - t0;
+      assert.ok(took < 300, `handoff took ${took} ms`);
+      await release(next);
+    });
+  }
 
   test("a node-redis v5 cluster client contends with a v4 one and is handed the lease by sharded pub/sub", async () => {
     const v5 = createCluster5({ rootNodes: c.rootNodes });
@@ -175,61 +213,112 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     }
   });
 
-  test("a live migration of a held lease's slot to another master keeps renewals, waiting, release and exclusion", async () => {
+  test("GLIDE: a GLIDE cluster client and a node-redis one contend, each handed the lease by the other's release", async () => {
     const name = fresh();
-    const slot = c.slotOf(`redlease:{${name}}`);
-    const from = c.ownerOf(slot);
-    const to = c.masters().find((m) => m.port !== from.port)!;
-    const holder = await acquire(a, name, { watchdogMs: 900 }); // renewed every 300 ms
-    let holderReleasedAt = 0;
-    const waited: Promise<Lease> = acquire(b, name, { waitMs: 20_000 });
-    await queued(a, name);
-    const moved = await c.migrateSlot(slot, to.port, { pauseMs: 700 }); // renewals run inside the ASK window
-    assert.equal(moved.keys > 0, true, "the lease's keys moved");
-    assert.equal(c.ownerOf(slot).port, to.port);
-    await sleep(1_000); // three renewals on the new master
-    assert.equal(holder.signal.aborted, false, "renewals kept working across the migration");
-    const info = await inspect(a, name);
-    assert.deepEqual(holdsOf(info), [{ owner: holder.owner, holds: 1 }]);
-    assert.ok(info.remainingMs > 0);
-    holderReleasedAt = performance.now();
-    assert.equal(await release(holder), true);
-    const next = await waited;
-    const took = performance.now() - holderReleasedAt;
-    assert.ok(next.fence > holder.fence);
-    console.log(`after the migration the waiter held the lease ${took.toFixed(1)} ms after the release`);
-    assert.ok(took < 2_000, `the waiter got the lease ${took} ms after the release`);
-    assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: next.owner, holds: 1 }]);
+    const g = viaGlide.a;
+    const held = await acquire(g, name);
+    await assert.rejects(acquire(a, name, { waitMs: 0 }), LockTimeoutError);
+    const waiting = acquire(a, name, { waitMs: 10_000 });
+    await queued(b, name);
+    let t0 = performance.now();
+    assert.equal(await release(held), true);
+    const next = await waiting;
+    assert.ok(performance.now() - t0 < 300, "node-redis woken by GLIDE's release");
+    const again = acquire(g, name, { waitMs: 10_000 });
+    await queued(b, name);
+    t0 = performance.now();
     await release(next);
-    assert.equal((await inspect(a, name)).held, false);
+    await release(await again);
+    assert.ok(performance.now() - t0 < 300, "GLIDE woken by node-redis' release");
   });
 
-  test("a waiter queued before its slot moved is not starved by others who subscribed after (subscription made again)", async () => {
-    const name = fresh();
-    const slot = c.slotOf(`redlease:{${name}}`);
-    const from = c.ownerOf(slot);
-    const to = c.masters().find((m) => m.port !== from.port)!;
-    const competitor = await c.cluster();
-    const holder = await acquire(a, name, { watchdogMs: 900 });
-    const waiting = acquire(b, name, { waitMs: 10_000 });
-    await queued(a, name);
-    await c.migrateSlot(slot, to.port); // Redis drops the sharded subscriptions of the slot on the old master
-    const movedAt = performance.now();
-    await release(holder);
-    // Then another client takes and releases the lease in a loop, subscribed on the new master: every handoff goes
-    // to whoever hears it. The waiter re-checks on its heartbeat, finds its entry dropped, and subscribes again.
-    let took = Infinity;
-    waiting.then(() => (took = performance.now() - movedAt), () => {});
-    let loops = 0;
-    while (took === Infinity && performance.now() - movedAt < 10_000) {
-      const l = await acquire(competitor, name, { waitMs: 500 }).catch(() => undefined);
-      loops++;
-      await sleep(20);
-      if (l) await release(l);
+  test("GLIDE: replicas sends WAIT to the primary that wrote the lease; a stopped replica fails only its shard", async () => {
+    const g = await glideClient();
+    const ownerOf = (name: string) => c.ownerOf(c.slotOf(`redlease:{${name}}`));
+    let names = Array.from({ length: 6 }, fresh);
+    while (new Set(names.map((n) => ownerOf(n).port)).size < 2) names = Array.from({ length: 6 }, fresh);
+    for (const name of names) {
+      const info = String(await g.command!(`redlease:{${name}}`, ["INFO", "server"]));
+      assert.equal(Number(/tcp_port:(\d+)/.exec(info)?.[1]), ownerOf(name).port, "routed to the slot's primary");
+      await release(await acquire(g, name, { replicas: 1, replicaTimeoutMs: 2_000 }));
     }
-    const lease = await waiting;
-    console.log(`the waiter got the lease ${took.toFixed(0)} ms after the migration (${loops} competing acquisitions)`);
-    assert.ok(took < 5_000, `the waiter got the lease ${Math.round(took)} ms after the migration`);
-    await release(lease);
+    const owner = ownerOf(names[0]);
+    const replica = c.replicas().find((r) => r.masterId === owner.id)!;
+    pause(replica.pid);
+    try {
+      const t0 = performance.now();
+      await assert.rejects(acquire(g, names[0], { replicas: 1, replicaTimeoutMs: 400 }), ReplicationError);
+      assert.ok(performance.now() - t0 >= 350, "WAIT ran to its own timeout");
+      const other = names.find((n) => ownerOf(n).port !== owner.port)!;
+      await release(await acquire(g, other, { replicas: 1, replicaTimeoutMs: 2_000 }));
+    } finally {
+      resume(replica.pid);
+    }
   });
+
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}a live migration of a held lease's slot to another master keeps renewals, waiting, release and exclusion`, async () => {
+      const { a, b } = via === "GLIDE" ? viaGlide : nodeRedis;
+      const name = fresh();
+      const slot = c.slotOf(`redlease:{${name}}`);
+      const from = c.ownerOf(slot);
+      const to = c.masters().find((m) => m.port !== from.port)!;
+      const holder = await acquire(a, name, { watchdogMs: 900 }); // renewed every 300 ms
+      let holderReleasedAt = 0;
+      const waited: Promise<Lease> = acquire(b, name, { waitMs: 20_000 });
+      await queued(a, name);
+      const moved = await c.migrateSlot(slot, to.port, { pauseMs: 700 }); // renewals run inside the ASK window
+      assert.equal(moved.keys > 0, true, "the lease's keys moved");
+      assert.equal(c.ownerOf(slot).port, to.port);
+      await sleep(1_000); // three renewals on the new master
+      assert.equal(holder.signal.aborted, false, "renewals kept working across the migration");
+      const info = await inspect(a, name);
+      assert.deepEqual(holdsOf(info), [{ owner: holder.owner, holds: 1 }]);
+      assert.ok(info.remainingMs > 0);
+      holderReleasedAt = performance.now();
+      assert.equal(await release(holder), true);
+      const next = await waited;
+      const took = performance.now() - holderReleasedAt;
+      assert.ok(next.fence > holder.fence);
+      console.log(`after the migration the waiter held the lease ${took.toFixed(1)} ms after the release`);
+      assert.ok(took < 2_000, `the waiter got the lease ${took} ms after the release`);
+      assert.deepEqual(holdsOf(await inspect(a, name)), [{ owner: next.owner, holds: 1 }]);
+      await release(next);
+      assert.equal((await inspect(a, name)).held, false);
+    });
+  }
+
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}a waiter queued before its slot moved is not starved by others who subscribed after (subscription made again)`, async () => {
+      const { a, b, fresh: another } = via === "GLIDE" ? viaGlide : nodeRedis;
+      const name = fresh();
+      const slot = c.slotOf(`redlease:{${name}}`);
+      const from = c.ownerOf(slot);
+      const to = c.masters().find((m) => m.port !== from.port)!;
+      const competitor = await another();
+      const holder = await acquire(a, name, { watchdogMs: 900 });
+      const waiting = acquire(b, name, { waitMs: 10_000 });
+      await queued(a, name);
+      await c.migrateSlot(slot, to.port); // Redis drops the sharded subscriptions of the slot on the old master
+      const movedAt = performance.now();
+      await release(holder);
+      // Then another client takes and releases the lease in a loop, subscribed on the new master: every handoff goes
+      // to whoever hears it. The waiter re-checks on its heartbeat, finds its entry dropped, and subscribes again.
+      let took = Infinity;
+      waiting.then(() => (took = performance.now() - movedAt), () => {});
+      let loops = 0;
+      while (took === Infinity && performance.now() - movedAt < 10_000) {
+        const l = await acquire(competitor, name, { waitMs: 500 }).catch(() => undefined);
+        loops++;
+        await sleep(20);
+        if (l) await release(l);
+      }
+      const lease = await waiting;
+      console.log(
+        `the waiter got the lease ${took.toFixed(0)} ms after the migration (${loops} competing acquisitions)`,
+      );
+      assert.ok(took < 5_000, `the waiter got the lease ${Math.round(took)} ms after the migration`);
+      await release(lease);
+    });
+  }
 });

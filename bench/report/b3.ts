@@ -31,7 +31,10 @@ export function b3Section(run: Run, b3: B3Agg[], ws: number[]): string[] {
         ratio(a.xRaw),
         a.W === ws[0] || !w2 ? "" : ratio(a.acqPerSec / w2.acqPerSec),
         `${fmt(a.gapP50Ms, 3)} / ${fmt(a.gapP99Ms)} (${fmt(a.handoffs)})`,
-        `${fmt(a.split.releaseToWrite, 3)} + ${fmt(a.split.writeToRead, 3)} + ${fmt(a.split.readToAcquired, 3)}`,
+        // (GLIDE's Rust core has sockets of its own: nothing is read or written at a Node socket to split the gap at.)
+        a.variant.lib === "redlease-glide"
+          ? "–"
+          : `${fmt(a.split.releaseToWrite, 3)} + ${fmt(a.split.writeToRead, 3)} + ${fmt(a.split.readToAcquired, 3)}`,
         pctS(a.sameWorkerShare),
         `${fmt(a.fairness)} (${fmt(a.minPerWorker)}–${fmt(a.maxPerWorker)})`,
         String(a.failures),

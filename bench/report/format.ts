@@ -34,6 +34,7 @@ export const COLORS: Record<string, string> = {
   "ring": "#aaaaaa",
   "fifo": "#ff7f0e",
   "redlease-io": "#e377c2",
+  "redlease-glide": "#17becf",
   "fenced": "#bcbd22",
   "fenced-io": "#e7e75a",
   "guarded": "#dbdb8d",

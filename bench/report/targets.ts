@@ -99,6 +99,7 @@ export function targets(
       ![
         "redlease",
         "redlease-io",
+        "redlease-glide",
         "redlease-events",
         "redlease-otel",
         "redlease-metrics",

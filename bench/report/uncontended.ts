@@ -35,7 +35,7 @@ export function uncontendedSection(run: Run, uncAgg: UncAgg[], label: Label): st
         fmt(u.b1),
         ratio(u.b1x),
         `${fmt(u.b1p50, 3)} / ${fmt(u.b1p99, 3)}`,
-        fmt(u.rt),
+        u.lib === "redlease-glide" ? "– (2 commands)" : fmt(u.rt), // (GLIDE's sockets are its Rust core's, not Node's)
         fmt(u.b2),
         ratio(u.b2x),
         `${fmt(u.b2p50)} / ${fmt(u.b2p99)}`,

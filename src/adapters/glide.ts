@@ -1,0 +1,335 @@
+/**
+ * Adapter for [Valkey GLIDE](https://github.com/valkey-io/valkey-glide) 2 clients (`@valkey/valkey-glide`):
+ * `GlideClient` (standalone) and `GlideClusterClient`. GLIDE is not imported: the client is recognised by shape, so
+ * redlease keeps no runtime dependency on it.
+ *
+ * - Scripts run as `EVALSHA` through `customCommand` (measured as cheap as GLIDE's `invokeScript`, and it leaves
+ *   NOSCRIPT recovery to redlease: one `EVAL` instead of `SCRIPT LOAD` and `EVALSHA` again). GLIDE words Redis's
+ *   errors its own way (`An error was signalled by the server: - NoScriptError: …`, `WRONGTYPE: …`); the adapter
+ *   gives them back Redis's wording (`NOSCRIPT …`, `WRONGTYPE …`), so NOSCRIPT recovery and every typed error work as
+ *   with the other clients.
+ * - Waiters are woken by pub/sub on GLIDE 2.3 and later, which subscribes at run time: `SUBSCRIBE` on a
+ *   `GlideClient`, sharded `SSUBSCRIBE` on a `GlideClusterClient` (GLIDE routes it to the slot's shard and subscribes
+ *   again after a reconnect or a slot move). The adapter reads the client's messages with `getPubSubMessage()`.
+ *   Waiters poll instead (jittered, bounded by the holder's TTL) on GLIDE 2.0–2.2, on a RESP2 client, and on a
+ *   client created with a `pubsubSubscriptions` callback (GLIDE hands every message to that callback).
+ * - GLIDE's `requestTimeout` (250 ms unless set) bounds each call as well as redlease's own bounds: a call it times
+ *   out fails as an outage (`RedisUnavailableError`). `WAIT` (the `replicas` option) is a blocking command to GLIDE,
+ *   which waits for its own timeout plus a margin; redlease bounds it by the caller's deadline.
+ *
+ * @example
+ * ```ts
+ * import { GlideClient } from "@valkey/valkey-glide";
+ * import { withLock } from "redlease";
+ * import { glide } from "redlease/glide";
+ *
+ * const client = await GlideClient.createClient({ addresses: [{ host: "localhost", port: 6379 }] });
+ * await withLock(glide(client), "invoice:42", async (signal, lease) => {
+ *   await chargeCustomer({ fence: lease.fence, signal });
+ * });
+ * ```
+ *
+ * @module
+ */
+import type { Driver } from "../driver.ts";
+import { type Channels, listen, unlisten } from "./_channels.ts";
+import { unrefTimeout } from "../_timers.ts";
+
+/** A pub/sub message as GLIDE delivers it (strings, or buffers with the `Bytes` decoder). */
+export interface GlidePubSubMessage {
+  readonly channel: unknown;
+  readonly message: unknown;
+}
+
+/** What this adapter uses of a GLIDE 2 `GlideClient` (standalone). */
+export interface GlideStandaloneClient {
+  /** Any command: `EVALSHA`, `EVAL`, `SCRIPT LOAD`, `WAIT`, `INFO`, `CLIENT ID`. */
+  customCommand(args: string[], options?: { decoder?: number }): Promise<unknown>;
+  /** The next pub/sub message (GLIDE ≥ 2.3 subscribes at run time). */
+  getPubSubMessage(): Promise<GlidePubSubMessage>;
+  /** `SUBSCRIBE` at run time, waiting up to `timeoutMs` for the confirmation (GLIDE ≥ 2.3). */
+  subscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
+  /** `UNSUBSCRIBE` at run time (GLIDE ≥ 2.3). */
+  unsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
+  /** Close the client. */
+  close(errorMessage?: string): void;
+}
+
+/** A route to the primary that serves a key's slot, as GLIDE's `customCommand` takes it on a cluster. */
+export interface GlideSlotKeyRoute {
+  readonly type: "primarySlotKey";
+  readonly key: string;
+}
+
+/** What this adapter uses of a GLIDE 2 `GlideClusterClient`. */
+export interface GlideClusterClientLike {
+  /** Any command, routed by its keys (`EVALSHA`, `EVAL`) or by `route` (`WAIT`, `INFO`). */
+  customCommand(args: string[], options?: { route?: GlideSlotKeyRoute | "allPrimaries"; decoder?: number }): Promise<
+    unknown
+  >;
+  /** (Only cluster clients have it: how the adapter tells them apart.) */
+  invokeScriptWithRoute(...args: never[]): Promise<unknown>;
+  /** The next pub/sub message. */
+  getPubSubMessage(): Promise<GlidePubSubMessage>;
+  /** Sharded `SSUBSCRIBE` at run time, on the shard of each channel (GLIDE ≥ 2.3). */
+  ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
+  /** `SUNSUBSCRIBE` at run time (GLIDE ≥ 2.3). */
+  sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
+  /** Close the client. */
+  close(errorMessage?: string): void;
+}
+
+/** A GLIDE client: standalone or cluster. */
+export type GlideClientLike = GlideStandaloneClient | GlideClusterClientLike;
+
+/** GLIDE's `Decoder.String`: replies as strings whatever the client's `defaultDecoder`. */
+const STRINGS = { decoder: 1 } as const;
+/** How long a SUBSCRIBE waits for its confirmation (redlease bounds the wait by the caller's deadline too). */
+const SUBSCRIBE_MS = 5_000;
+/** How often a client with waiters checks whether its connection was replaced (see resubscriptions()). */
+const PROBE_MS = 1_000;
+
+/** redis-rs's names for the error kinds it parses, back to the codes Redis sent. */
+const CODES: Record<string, string> = {
+  NoScriptError: "NOSCRIPT",
+  ResponseError: "ERR",
+  ExecAbortError: "EXECABORT",
+  BusyLoadingError: "LOADING",
+  TryAgain: "TRYAGAIN",
+  ClusterDown: "CLUSTERDOWN",
+  CrossSlot: "CROSSSLOT",
+  MasterDown: "MASTERDOWN",
+  ReadOnly: "READONLY",
+  NotBusy: "NOTBUSY",
+  Moved: "MOVED",
+  Ask: "ASK",
+};
+
+/**
+ * Redis's wording of an error reply that GLIDE reworded, or `undefined` for an error that is not a reply (a timeout, a
+ * closed or lost connection): `An error was signalled by the server: - NoScriptError: No matching script.` is
+ * `NOSCRIPT No matching script.`, `WRONGTYPE: Operation…` is `WRONGTYPE Operation…`.
+ */
+export function redisWording(message: string): string | undefined {
+  const kind = /^An error was signalled by the server: - (\w+): ([^]*)$/.exec(message);
+  if (kind) return `${CODES[kind[1]] ?? kind[1]} ${kind[2]}`;
+  const code = /^([A-Z][A-Z_]+): ([^]*)$/.exec(message);
+  return code ? `${code[1]} ${code[2]}` : undefined;
+}
+
+const drivers = new WeakMap<object, Driver>();
+
+function has(value: unknown, ...names: string[]): boolean {
+  return typeof value === "object" && value !== null &&
+    names.every((name) => typeof (value as Record<string, unknown>)[name] === "function");
+}
+
+/**
+ * Wrap a connected GLIDE 2 client (`GlideClient` or `GlideClusterClient` from `@valkey/valkey-glide`) as a
+ * {@linkcode Driver}.
+ *
+ * Call it once per client and pass the driver to every redlease call: the same client always yields the same driver.
+ * Waiters share the client's own connection for pub/sub (GLIDE speaks RESP3, where one connection both subscribes
+ * and sends commands), and the adapter reads the client's pub/sub messages: a client whose messages your code reads
+ * with `getPubSubMessage()` as well should not be passed; give redlease a client of its own.
+ *
+ * @param client A connected `GlideClient` or `GlideClusterClient` (the awaited `createClient()`).
+ * @returns A driver for `client`; the same one on every call with the same client.
+ * @throws {TypeError} when `client` is not a GLIDE client (a pending `createClient()`: await it first).
+ *
+ * @example Standalone, with `replicas`
+ * ```ts
+ * import { GlideClient } from "@valkey/valkey-glide";
+ * import { acquire, release } from "redlease";
+ * import { glide } from "redlease/glide";
+ *
+ * const client = await GlideClient.createClient({ addresses: [{ host: "10.0.0.5", port: 6379 }] });
+ * const lease = await acquire(glide(client), "reports:daily", { replicas: 1 });
+ * await release(lease);
+ * ```
+ *
+ * @example Cluster: waiters are woken by sharded pub/sub
+ * ```ts
+ * import { GlideClusterClient } from "@valkey/valkey-glide";
+ * import { acquire } from "redlease";
+ * import { glide } from "redlease/glide";
+ *
+ * const cluster = await GlideClusterClient.createClient({ addresses: [{ host: "10.0.0.1", port: 7000 }] });
+ * const lease = await acquire(glide(cluster), "orders:42", { waitMs: 5_000 });
+ * ```
+ */
+export function glide(client: GlideClientLike): Driver {
+  if (!has(client, "customCommand", "getPubSubMessage", "close")) {
+    const promise = typeof (client as { then?: unknown } | null)?.then === "function";
+    const why = promise
+      ? "is a Promise: await createClient() first"
+      : "must be a GLIDE client (GlideClient or GlideClusterClient): current value is not one";
+    throw new TypeError(`Cannot wrap client as 'client' ${why}`);
+  }
+  let driver = drivers.get(client);
+  if (!driver) {
+    driver = has(client, "invokeScriptWithRoute")
+      ? clusterDriver(client as GlideClusterClientLike)
+      : standaloneDriver(client as GlideStandaloneClient);
+    drivers.set(client, driver);
+  }
+  return driver;
+}
+
+/** GLIDE's settings for `client`, where it keeps them (read, never changed). */
+function configOf(client: object): { protocol?: unknown; pubsubSubscriptions?: { callback?: unknown } } {
+  return (client as { config?: object }).config ?? {};
+}
+
+/**
+ * Whether the adapter can take the client's pub/sub messages: GLIDE 2.3 or later (it subscribes at run time), RESP3
+ * (GLIDE's default; `ProtocolVersion.RESP2` is 1), and no `pubsubSubscriptions` callback (which would get them all).
+ */
+function canSubscribe(client: object, ...methods: string[]): boolean {
+  const config = configOf(client);
+  return has(client, ...methods) && config.protocol !== 1 && typeof config.pubsubSubscriptions?.callback !== "function";
+}
+
+/**
+ * The calls of a driver, over `send`: replies as GLIDE gives them (integers as numbers, bulk strings as strings),
+ * error replies in Redis's wording, and the last failure that was no reply (a timeout, a lost connection) kept for
+ * `lastError` until a call succeeds again.
+ */
+function calls(send: (args: string[], key: string) => Promise<unknown>) {
+  let last: unknown;
+  const ok = (value: unknown) => {
+    last = undefined;
+    return value;
+  };
+  const failed = (e: unknown): never => {
+    const wording = e instanceof Error ? redisWording(e.message) : undefined;
+    if (wording === undefined) last = e;
+    else (e as Error).message = wording;
+    throw e;
+  };
+  const call = (args: string[], key: string) => send(args, key).then(ok, failed);
+  const driver: Driver = {
+    evalScript: (sha, keys, args) => call(["EVALSHA", sha, String(keys.length), ...keys, ...args], keys[0]),
+    evalSource: (source, keys, args) => call(["EVAL", source, String(keys.length), ...keys, ...args], keys[0]),
+    loadScript: async (source, key) => String(await call(["SCRIPT", "LOAD", source], key)),
+    command: (key, args) => call([...args], key),
+    lastError: () => last,
+  };
+  return { driver, call };
+}
+
+/**
+ * Waiter channels over the client's own connection: a listener set per channel (see _channels.ts), fed by one loop
+ * of `getPubSubMessage()` that runs while any channel is subscribed or being subscribed, and ends when the client
+ * closes.
+ */
+function pubsub(
+  client: GlideStandaloneClient | GlideClusterClientLike,
+  subscribe: (channel: string) => Promise<void>,
+  unsubscribe: (channel: string) => Promise<void>,
+): Pick<Driver, "subscribe" | "unsubscribe"> & { channels: Channels } {
+  const channels: Channels = new Map();
+  let reading = false;
+  const read = async () => {
+    while (channels.size > 0) {
+      let m: GlidePubSubMessage;
+      try {
+        m = await client.getPubSubMessage();
+      } catch {
+        break; // closed
+      }
+      channels.get(String(m.channel))?.to(String(m.message));
+    }
+    reading = false;
+  };
+  return {
+    channels,
+    subscribe: (ch, l) => {
+      const subscribed = listen(channels, ch, l, () => subscribe(ch));
+      if (!reading) {
+        reading = true;
+        void read();
+      }
+      return subscribed;
+    },
+    unsubscribe: (ch, l) => unlisten(channels, ch, l, () => unsubscribe(ch)),
+  };
+}
+
+/**
+ * The connection of a standalone client is replaced after a drop (GLIDE reconnects and subscribes again by itself,
+ * telling no one): while waiters listen, `CLIENT ID` is asked every PROBE_MS, and a new id means that messages may
+ * have been lost meanwhile, so `fn` runs and the waiters re-check. (A user without `CLIENT ID` in its ACL: no
+ * probe, waiters re-check at their heartbeat.)
+ */
+function resubscriptions(call: (args: string[], key: string) => Promise<unknown>, channels: Channels) {
+  let fn: (() => void) | undefined;
+  let id: unknown;
+  let probing = false;
+  const probe = () => {
+    if (channels.size === 0) {
+      probing = false;
+      id = undefined;
+      return;
+    }
+    call(["CLIENT", "ID"], "").then((now) => {
+      if (id !== undefined && now !== id) fn?.();
+      id = now;
+      unrefTimeout(probe, PROBE_MS);
+    }, (e: unknown) => {
+      if (e instanceof Error && /^NOPERM/.test(e.message)) probing = false;
+      else unrefTimeout(probe, PROBE_MS);
+    });
+  };
+  return {
+    start: () => {
+      if (probing || !fn) return;
+      probing = true;
+      probe();
+    },
+    onResubscribed: (hook: () => void) => void (fn = hook),
+  };
+}
+
+function standaloneDriver(client: GlideStandaloneClient): Driver {
+  const { driver, call } = calls((args) => client.customCommand(args, STRINGS));
+  if (!canSubscribe(client, "subscribe", "unsubscribe")) return driver;
+  const { channels, subscribe, unsubscribe } = pubsub(
+    client,
+    (ch) => client.subscribe!([ch], SUBSCRIBE_MS),
+    (ch) => client.unsubscribe!([ch], SUBSCRIBE_MS),
+  );
+  const probe = resubscriptions(call, channels);
+  driver.subscribe = (ch, l) => subscribe!(ch, l).then(probe.start);
+  driver.unsubscribe = unsubscribe;
+  driver.onResubscribed = probe.onResubscribed;
+  return driver;
+}
+
+function clusterDriver(cluster: GlideClusterClientLike): Driver {
+  // EVALSHA and EVAL are routed by their first key; WAIT and INFO go to the primary of the lease's slot (WAIT counts
+  // the writes of that connection, the one EVALSHA used: GLIDE keeps one connection per node).
+  const { driver } = calls((args, key) =>
+    args[0] === "EVALSHA" || args[0] === "EVAL"
+      ? cluster.customCommand(args, STRINGS)
+      : args[0] === "SCRIPT"
+      ? cluster.customCommand(args, { route: "allPrimaries", ...STRINGS }).then(firstOf)
+      : cluster.customCommand(args, { route: { type: "primarySlotKey", key }, ...STRINGS })
+  );
+  // Scripts call SPUBLISH: slot-local, instead of PUBLISH, which the cluster bus copies to every node.
+  const sharded: Driver = { ...driver, sharded: true };
+  if (!canSubscribe(cluster, "ssubscribe", "sunsubscribe")) return sharded;
+  const { subscribe, unsubscribe } = pubsub(
+    cluster,
+    (ch) => cluster.ssubscribe!([ch], SUBSCRIBE_MS),
+    (ch) => cluster.sunsubscribe!([ch], SUBSCRIBE_MS),
+  );
+  return { ...sharded, subscribe, unsubscribe };
+}
+
+/** One node's reply of a command sent to several (`SCRIPT LOAD` on every primary: the same SHA1 from each). */
+function firstOf(reply: unknown): unknown {
+  return typeof reply === "object" && reply !== null && !Array.isArray(reply) ? Object.values(reply)[0] : reply;
+}
+
+export type { Driver } from "../driver.ts";
