@@ -3,12 +3,14 @@
 // lease from Node ESM, Node CommonJS, Bun and Deno (each importing "redlease" and "redlease/node-redis" from that
 // project's node_modules), and type-check consumers against the shipped .d.ts / .d.cts; see "redlease/otel" record
 // through the project's @opentelemetry/api (its optional peer) on the same runtimes, and a project without that peer
-// load every other entry; and the same install and Node run next to node-redis v4. Node only: the other runtimes run
-// as child processes.
+// load every other entry; "redlease/glide" wake a waiter through the project's @valkey/valkey-glide (its optional peer,
+// installed with the native package of this platform); and the same install and Node run next to node-redis v4. Node
+// only: the other runtimes run as child processes.
 //
 // node-redis is installed from the repo's own copies, packed with what they depend on (node_modules/redis5 is
-// redis@5 and node_modules/redis redis@4, each with its @redis/* packages), and so is @opentelemetry/api, so no
-// registry is needed; only if that install fails for another reason than ERESOLVE are the same versions taken from the
+// redis@5 and node_modules/redis redis@4, each with its @redis/* packages), and so are @opentelemetry/api and
+// @valkey/valkey-glide (with its native package for this platform, an optional dependency of it), so no registry is
+// needed; only if that install fails for another reason than ERESOLVE are the same versions taken from the
 // npm registry.
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -289,6 +291,67 @@ export async function v5(url: string): Promise<boolean> {
 }
 `;
 
+// redlease/glide through the project's @valkey/valkey-glide: a holder and a waiter on two GlideClients, the waiter
+// handed the lease by the release's message (GLIDE 2.3+ subscribes at run time), a wrong client refused.
+const glideBody = `
+const [url, label] = process.argv.slice(2);
+const { hostname, port } = new URL(url);
+Logger.setLoggerConfig("error");
+const connect = () => GlideClient.createClient({ addresses: [{ host: hostname, port: Number(port) }], requestTimeout: 5000 });
+const [a, b] = [await connect(), await connect()];
+const name = "pkg:glide:" + label;
+const held = await acquire(glide(a), name);
+const waiting = acquire(glide(b), name, { waitMs: 10000 });
+await new Promise((r) => setTimeout(r, 300));
+const t0 = performance.now();
+await release(held);
+const next = await waiting;
+const handoffMs = Math.round(performance.now() - t0);
+await release(next);
+let refused = false;
+try {
+  glide({});
+} catch (err) {
+  refused = err instanceof TypeError;
+}
+a.close();
+b.close();
+console.log(JSON.stringify({ label, fenced: next.fence > held.fence, woken: handoffMs < 250, refused }));
+`;
+
+const glideEsm = `import process from "node:process";
+import { GlideClient, Logger } from "@valkey/valkey-glide";
+import { acquire, release } from "redlease";
+import { glide } from "redlease/glide";
+${glideBody}`;
+
+const glideCjs = `const process = require("node:process");
+const { GlideClient, Logger } = require("@valkey/valkey-glide");
+const { acquire, release } = require("redlease");
+const { glide } = require("redlease/glide");
+(async () => {
+${glideBody}
+})().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
+`;
+
+// The GLIDE adapter's declarations against GLIDE's own types (skipLibCheck: GLIDE's .d.ts need @types/node).
+const withGlide = `import { GlideClient, GlideClusterClient } from "@valkey/valkey-glide";
+import { acquire, release } from "redlease";
+import { glide } from "redlease/glide";
+
+export async function valkey(host: string): Promise<boolean> {
+  const client = await GlideClient.createClient({ addresses: [{ host }] });
+  const cluster = await GlideClusterClient.createClient({ addresses: [{ host }] });
+  // @ts-expect-error a GLIDE client is wrapped with glide()
+  await acquire(client, "types");
+  await release(await acquire(glide(cluster), "types"));
+  return release(await acquire(glide(client), "types"));
+}
+`;
+
 const wanted = /^redlease ok (\S+): released=true,true timedOut=true fenced=true$/m;
 
 describe("npm package (built, packed and installed)", () => {
@@ -333,6 +396,9 @@ describe("npm package (built, packed and installed)", () => {
     writeFileSync(join(project, "use.mts"), consumer);
     writeFileSync(join(project, "use.cts"), consumer);
     writeFileSync(join(project, "redis5.mts"), withRedis5);
+    writeFileSync(join(project, "glide.mjs"), glideEsm);
+    writeFileSync(join(project, "glide.cjs"), glideCjs);
+    writeFileSync(join(project, "glide.mts"), withGlide);
     writeFileSync(
       join(project, "tsconfig.json"),
       JSON.stringify({
@@ -353,10 +419,15 @@ describe("npm package (built, packed and installed)", () => {
       join(project, "tsconfig.redis5.json"),
       JSON.stringify({ extends: "./tsconfig.json", compilerOptions: { skipLibCheck: true }, files: ["redis5.mts"] }),
     );
+    writeFileSync(
+      join(project, "tsconfig.glide.json"),
+      JSON.stringify({ extends: "./tsconfig.json", compilerOptions: { skipLibCheck: true }, files: ["glide.mts"] }),
+    );
 
     tarball = join(tmp, info.filename);
     await installWithPeer(project, tarball, join(root, "node_modules", "redis5"), [
       join(root, "node_modules", "@opentelemetry", "api"),
+      join(root, "node_modules", "@valkey", "valkey-glide"),
     ]);
     assert.equal(readJson(join(project, "node_modules", "redis", "package.json")).version.split(".")[0], "5");
   }, { timeout: 180_000 });
@@ -438,6 +509,32 @@ describe("npm package (built, packed and installed)", () => {
       }, title);
     }
   });
+
+  test(
+    '"redlease/glide" hands a lease over through the project\'s @valkey/valkey-glide on Node (ESM, CommonJS), Bun and Deno',
+    {
+      timeout: 120_000,
+    },
+    async () => {
+      const native = readdirSync(join(project, "node_modules", "@valkey")).filter((d) => d !== "valkey-glide");
+      assert.ok(native.length === 1 && native[0].startsWith("valkey-glide-"), `GLIDE's native package: ${native}`);
+      const runs: Array<[string, string, string[]]> = [
+        ["Node ESM", process.execPath, ["glide.mjs"]],
+        ["Node CommonJS", process.execPath, ["glide.cjs"]],
+        ["Bun", bin("bun"), ["glide.mjs"]],
+        ["Deno", bin("deno"), ["run", "-A", "glide.mjs"]],
+      ];
+      for (const [title, cmd, args] of runs) {
+        const r = ok(await run(cmd, [...args, srv.url, title], project, 60_000), title);
+        assert.deepEqual(
+          JSON.parse(r.stdout.trim().split("\n").at(-1)!),
+          { label: title, fenced: true, woken: true, refused: true },
+          title,
+        );
+      }
+      ok(await run(bin("tsc"), ["-p", "tsconfig.glide.json"], project, 60_000), "tsc (GLIDE's types)");
+    },
+  );
 
   test("the installed bin runs: `redlease run` holds a lease for a command, on Node and Bun", {
     timeout: 90_000,
