@@ -1,8 +1,8 @@
-// The `onResubscribed` hook of the ioredis and Bun adapters: when the waiters' subscriber connection drops and
-// comes back, the channels are subscribed again (by ioredis itself, by the adapter for Bun) and the hook fires, so
-// that a waiter whose handoff message was lost re-checks at once instead of at its next heartbeat. The server kills
-// the subscriber with CLIENT KILL TYPE pubsub. ioredis runs on every runtime; Bun's client on Bun only; the
-// ioredis Cluster case on Node only (a cluster takes seconds to start).
+// The `onResubscribed` hook of the ioredis, Bun and GLIDE adapters: when the waiters' subscriber connection drops and
+// comes back, the channels are subscribed again (by ioredis and GLIDE themselves, by the adapter for Bun) and the
+// hook fires, so that a waiter whose handoff message was lost re-checks at once instead of at its next heartbeat. The
+// server kills the subscriber with CLIENT KILL TYPE pubsub. ioredis and GLIDE run on every runtime; Bun's client on
+// Bun only; the ioredis Cluster case on Node only (a cluster takes seconds to start).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Cluster as IORedisCluster, Redis as IORedis, type RedisOptions } from "ioredis";
@@ -10,6 +10,8 @@ import { acquire, inspect, release } from "../mod.ts";
 import type { Driver } from "../src/driver.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
 import { bunRedis, type BunRedisClient } from "../src/adapters/bun.ts";
+import { glide } from "../src/adapters/glide.ts";
+import { glideClient } from "./_glide.ts";
 import { type Client, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
 
 async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
@@ -156,6 +158,27 @@ describe("adapters: onResubscribed", () => {
       await handoffAfterDrop(ioredis(h), ioredis(w));
     } finally {
       await Promise.all([h.quit(), w.quit()]);
+    }
+  });
+
+  // GLIDE reconnects and subscribes again by itself, telling no one: the adapter learns of it from CLIENT ID, asked
+  // once a second while the client has waiters.
+  test("glide: the hook fires after each reconnection, and the channels are subscribed again", async () => {
+    const c = await glideClient(srv.url);
+    try {
+      await survivesDrops(glide(c));
+    } finally {
+      c.close();
+    }
+  });
+
+  test("glide: a waiter is handed the lease by message after its connection was replaced", async () => {
+    const [h, w] = [await glideClient(srv.url), await glideClient(srv.url)];
+    try {
+      await handoffAfterDrop(glide(h), glide(w));
+    } finally {
+      h.close();
+      w.close();
     }
   });
 

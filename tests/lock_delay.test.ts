@@ -16,7 +16,10 @@ import {
   release,
 } from "../mod.ts";
 import { redlock } from "../src/redlock.ts";
+import { glide } from "../src/adapters/glide.ts";
+import type { RedisLike } from "../src/_client.ts";
 import { type Client, queued, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { glideClient } from "./_glide.ts";
 
 const LEASE = 150;
 // Long enough that the checks made inside the delay (several round trips after the hold expired) fit in it on a
@@ -36,7 +39,7 @@ async function refused(p: Promise<Lease>): Promise<number> {
 }
 
 /** Wait until `lease` has expired: its signal aborted (the local deadline), and Redis (read on `on`) agrees. */
-async function expired(lease: Lease, on: Client): Promise<void> {
+async function expired(lease: Lease, on: RedisLike): Promise<void> {
   while (!lease.signal.aborted) await sleep(10);
   for (let i = 0; i < 500; i++) {
     if (!(await inspect(on, lease.name)).owners.some((o) => o.owner === lease.owner)) return;
@@ -45,14 +48,50 @@ async function expired(lease: Lease, on: Client): Promise<void> {
   assert.fail(`${lease.name} is still held in Redis after its local deadline`);
 }
 
+/** A vanished holder's lease is granted to nobody until the delay has passed (`c` reads what Redis holds). */
+async function vanishedHolder(a: RedisLike, b: RedisLike, c: RedisLike): Promise<void> {
+  const name = fresh();
+  const t0 = performance.now();
+  const gone = await acquire(a, name, { leaseMs: LEASE, lockDelayMs: DELAY, owner: "svc" });
+  await expired(gone, c);
+  // Another client, and the holder's own owner (it may not re-enter a hold it lost): busy for what is left.
+  const left = await refused(acquire(b, name, { waitMs: 0 }));
+  assert.ok(left > 0 && left <= DELAY, `${left} ms of the delay left`);
+  await refused(acquire(a, name, { waitMs: 0, owner: "svc" }));
+  await refused(acquire(b, name, { shared: true, waitMs: 0 }));
+  // For the kind checks it counts as held.
+  await assert.rejects(acquire(b, name, { permits: 2, waitMs: 0 }), LeaseKindError);
+  const info = await inspect(c, name);
+  assert.equal(info.held, false);
+  assert.deepEqual(info.owners, []);
+  assert.equal(info.delayed.length, 1);
+  assert.equal(info.delayed[0].owner, gone.owner);
+  assert.equal(info.delayed[0].lockDelayMs, DELAY);
+  assert.ok(info.delayMs > 0 && info.delayMs <= DELAY, String(info.delayMs));
+  // Its holder can neither release (nothing changes) nor renew it.
+  assert.equal(await release(gone), false);
+  assert.equal((await inspect(c, name)).delayed.length, 1);
+  // A waiter is granted once the delay ends (learning it from the busy time), not before.
+  const next = await acquire(b, name, { waitMs: 5_000 });
+  const took = performance.now() - t0;
+  assert.ok(took >= LEASE + DELAY - 20, `granted ${took} ms after the first grant`);
+  assert.ok(took < LEASE + DELAY + 3_000, `granted ${took} ms after the first grant`);
+  assert.ok(next.fence > gone.fence);
+  const now = await inspect(c, name);
+  assert.deepEqual([now.held, now.delayed, now.delayMs], [true, [], 0]);
+  await release(next);
+}
+
 describe("lock delay", () => {
   let srv: RedisServer;
   let a: Client;
   let b: Client;
   let c: Client;
+  const clients = {} as { a: Client; b: Client; c: Client };
   before(async () => {
     srv = await startRedis();
     [a, b, c] = [await srv.client(), await srv.client(), await srv.client()];
+    Object.assign(clients, { a, b, c });
   });
   after(async () => {
     await srv.stop();
@@ -110,38 +149,18 @@ describe("lock delay", () => {
     await listener.unsubscribe();
   });
 
-  test("exclusive: a vanished holder's lease is granted to nobody until the delay has passed", async () => {
-    const name = fresh();
-    const t0 = performance.now();
-    const gone = await acquire(a, name, { leaseMs: LEASE, lockDelayMs: DELAY, owner: "svc" });
-    await expired(gone, c);
-    // Another client, and the holder's own owner (it may not re-enter a hold it lost): busy for what is left.
-    const left = await refused(acquire(b, name, { waitMs: 0 }));
-    assert.ok(left > 0 && left <= DELAY, `${left} ms of the delay left`);
-    await refused(acquire(a, name, { waitMs: 0, owner: "svc" }));
-    await refused(acquire(b, name, { shared: true, waitMs: 0 }));
-    // For the kind checks it counts as held.
-    await assert.rejects(acquire(b, name, { permits: 2, waitMs: 0 }), LeaseKindError);
-    const info = await inspect(c, name);
-    assert.equal(info.held, false);
-    assert.deepEqual(info.owners, []);
-    assert.equal(info.delayed.length, 1);
-    assert.equal(info.delayed[0].owner, gone.owner);
-    assert.equal(info.delayed[0].lockDelayMs, DELAY);
-    assert.ok(info.delayMs > 0 && info.delayMs <= DELAY, String(info.delayMs));
-    // Its holder can neither release (nothing changes) nor renew it.
-    assert.equal(await release(gone), false);
-    assert.equal((await inspect(c, name)).delayed.length, 1);
-    // A waiter is granted once the delay ends (learning it from the busy time), not before.
-    const next = await acquire(b, name, { waitMs: 5_000 });
-    const took = performance.now() - t0;
-    assert.ok(took >= LEASE + DELAY - 20, `granted ${took} ms after the first grant`);
-    assert.ok(took < LEASE + DELAY + 3_000, `granted ${took} ms after the first grant`);
-    assert.ok(next.fence > gone.fence);
-    const now = await inspect(c, name);
-    assert.deepEqual([now.held, now.delayed, now.delayMs], [true, [], 0]);
-    await release(next);
-  });
+  // With node-redis clients, and again with Valkey GLIDE's (redlease/glide) as the holder and the waiter.
+  for (const via of ["node-redis", "GLIDE"] as const) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}exclusive: a vanished holder's lease is granted to nobody until the delay has passed`, async () => {
+      const glides = via === "GLIDE" ? [await glideClient(srv.url), await glideClient(srv.url)] : [];
+      try {
+        const [a, b] = via === "GLIDE" ? glides.map((g) => glide(g)) : [clients.a, clients.b];
+        await vanishedHolder(a, b, clients.c);
+      } finally {
+        for (const g of glides) g.close();
+      }
+    });
+  }
 
   test("a release ends the hold at once: no delay", async () => {
     const name = fresh();
