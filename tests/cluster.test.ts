@@ -232,6 +232,35 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     assert.ok(performance.now() - t0 < 300, "GLIDE woken by node-redis' release");
   });
 
+  test("GLIDE: after the shards' connections are replaced, the hook fires and waiters are handed the lease by message", async () => {
+    const [h, w] = [await glideClient(), await glideClient()];
+    let fired = 0;
+    w.onResubscribed!(() => fired++);
+    const name = fresh();
+    const holder = await acquire(h, name);
+    // A 10 s claim window: without the hook, a waiter whose message was lost re-checks ~3 s later at the earliest.
+    const waiting = acquire(w, name, { waitMs: 15_000, claimMs: 10_000 });
+    await queued(a, name);
+    const owner = c.ownerOf(c.slotOf(`redlease:{${name}}`));
+    assert.ok(Number(await c.command(owner.port, "CLIENT", "KILL", "TYPE", "pubsub")) >= 1);
+    const t0 = performance.now();
+    while (fired === 0) {
+      assert.ok(performance.now() - t0 < 5_000, "the hook did not fire within 5 s");
+      await sleep(20);
+    }
+    const channels = async () => (await c.command(owner.port, "PUBSUB", "SHARDCHANNELS", "redlease:*") as unknown[]);
+    while ((await channels()).length === 0) {
+      assert.ok(performance.now() - t0 < 5_000, "not subscribed again within 5 s");
+      await sleep(20);
+    }
+    const t1 = performance.now();
+    await release(holder);
+    const next = await waiting;
+    const took = performance.now() - t1;
+    assert.ok(took < 300, `handoff took ${took} ms after the subscription was back`);
+    await release(next);
+  });
+
   test("GLIDE: replicas sends WAIT to the primary that wrote the lease; a stopped replica fails only its shard", async () => {
     const g = await glideClient();
     const ownerOf = (name: string) => c.ownerOf(c.slotOf(`redlease:{${name}}`));

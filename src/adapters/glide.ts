@@ -10,7 +10,9 @@
  *   with the other clients.
  * - Waiters are woken by pub/sub on GLIDE 2.3 and later, which subscribes at run time: `SUBSCRIBE` on a
  *   `GlideClient`, sharded `SSUBSCRIBE` on a `GlideClusterClient` (GLIDE routes it to the slot's shard and subscribes
- *   again after a reconnect or a slot move). The adapter reads the client's messages with `getPubSubMessage()`.
+ *   again after a reconnect or a slot move). The adapter reads the client's messages with `getPubSubMessage()`, and
+ *   while a client has waiters it asks `CLIENT ID` once a second (of every primary on a cluster): a new id means that
+ *   GLIDE replaced the connection, and the waiters re-check (a message may have been lost meanwhile).
  *   Waiters poll instead (jittered, bounded by the holder's TTL) on GLIDE 2.0–2.2, on a RESP2 client, and on a
  *   client created with a `pubsubSubscriptions` callback (GLIDE hands every message to that callback).
  * - GLIDE's `requestTimeout` (250 ms unless set) bounds each call as well as redlease's own bounds: a call it times
@@ -257,14 +259,14 @@ function pubsub(
 }
 
 /**
- * The connection of a standalone client is replaced after a drop (GLIDE reconnects and subscribes again by itself,
- * telling no one): while waiters listen, `CLIENT ID` is asked every PROBE_MS, and a new id means that messages may
- * have been lost meanwhile, so `fn` runs and the waiters re-check. (A user without `CLIENT ID` in its ACL: no
- * probe, waiters re-check at their heartbeat.)
+ * GLIDE reconnects after a drop and subscribes again by itself, telling no one: while waiters listen, `identity` (the
+ * `CLIENT ID` of the client's connection, or of each primary's on a cluster) is asked every PROBE_MS, and a new one
+ * means that messages may have been lost meanwhile, so the hooks run and the waiters re-check. (A user without `CLIENT ID`
+ * in its ACL: no probe, waiters re-check at their heartbeat.)
  */
-function resubscriptions(call: (args: string[], key: string) => Promise<unknown>, channels: Channels) {
-  let fn: (() => void) | undefined;
-  let id: unknown;
+function resubscriptions(identity: () => Promise<string>, channels: Channels) {
+  const hooks = new Set<() => void>();
+  let id: string | undefined;
   let probing = false;
   const probe = () => {
     if (channels.size === 0) {
@@ -272,8 +274,8 @@ function resubscriptions(call: (args: string[], key: string) => Promise<unknown>
       id = undefined;
       return;
     }
-    call(["CLIENT", "ID"], "").then((now) => {
-      if (id !== undefined && now !== id) fn?.();
+    identity().then((now) => {
+      if (id !== undefined && now !== id) { for (const fn of hooks) fn(); }
       id = now;
       unrefTimeout(probe, PROBE_MS);
     }, (e: unknown) => {
@@ -283,11 +285,11 @@ function resubscriptions(call: (args: string[], key: string) => Promise<unknown>
   };
   return {
     start: () => {
-      if (probing || !fn) return;
+      if (probing || hooks.size === 0) return;
       probing = true;
       probe();
     },
-    onResubscribed: (hook: () => void) => void (fn = hook),
+    onResubscribed: (hook: () => void) => void hooks.add(hook),
   };
 }
 
@@ -299,7 +301,7 @@ function standaloneDriver(client: GlideStandaloneClient): Driver {
     (ch) => client.subscribe!([ch], SUBSCRIBE_MS),
     (ch) => client.unsubscribe!([ch], SUBSCRIBE_MS),
   );
-  const probe = resubscriptions(call, channels);
+  const probe = resubscriptions(() => call(["CLIENT", "ID"], "").then(String), channels);
   driver.subscribe = (ch, l) => subscribe!(ch, l).then(probe.start);
   driver.unsubscribe = unsubscribe;
   driver.onResubscribed = probe.onResubscribed;
@@ -309,27 +311,53 @@ function standaloneDriver(client: GlideStandaloneClient): Driver {
 function clusterDriver(cluster: GlideClusterClientLike): Driver {
   // EVALSHA and EVAL are routed by their first key; WAIT and INFO go to the primary of the lease's slot (WAIT counts
   // the writes of that connection, the one EVALSHA used: GLIDE keeps one connection per node).
-  const { driver } = calls((args, key) =>
+  const { driver, call } = calls((args, key) =>
     args[0] === "EVALSHA" || args[0] === "EVAL"
       ? cluster.customCommand(args, STRINGS)
       : args[0] === "SCRIPT"
       ? cluster.customCommand(args, { route: "allPrimaries", ...STRINGS }).then(firstOf)
+      : args[0] === "CLIENT"
+      ? cluster.customCommand(args, { route: "allPrimaries", ...STRINGS })
       : cluster.customCommand(args, { route: { type: "primarySlotKey", key }, ...STRINGS })
   );
   // Scripts call SPUBLISH: slot-local, instead of PUBLISH, which the cluster bus copies to every node.
   const sharded: Driver = { ...driver, sharded: true };
   if (!canSubscribe(cluster, "ssubscribe", "sunsubscribe")) return sharded;
-  const { subscribe, unsubscribe } = pubsub(
+  const { channels, subscribe, unsubscribe } = pubsub(
     cluster,
     (ch) => cluster.ssubscribe!([ch], SUBSCRIBE_MS),
     (ch) => cluster.sunsubscribe!([ch], SUBSCRIBE_MS),
   );
-  return { ...sharded, subscribe, unsubscribe };
+  // The connection of every primary, where the shards' subscriptions are: one id per address, in address order.
+  const ids = () => call(["CLIENT", "ID"], "").then(idsByAddress);
+  const probe = resubscriptions(ids, channels);
+  return {
+    ...sharded,
+    subscribe: (ch, l) => subscribe!(ch, l).then(probe.start),
+    unsubscribe,
+    onResubscribed: probe.onResubscribed,
+  };
 }
 
-/** One node's reply of a command sent to several (`SCRIPT LOAD` on every primary: the same SHA1 from each). */
+/**
+ * A reply of every primary as one string that changes when any of them does: GLIDE gives it as `[{ key: address,
+ * value }]` (or, from older versions, `{ [address]: value }`).
+ */
+function idsByAddress(reply: unknown): string {
+  if (typeof reply !== "object" || reply === null) return String(reply);
+  const pairs = Array.isArray(reply)
+    ? reply.map((e: { key?: unknown; value?: unknown }) => [String(e?.key), String(e?.value)])
+    : Object.entries(reply).map(([k, v]) => [k, String(v)]);
+  return pairs.sort(([x], [y]) => (x < y ? -1 : 1)).map(([k, v]) => `${k}=${v}`).join(",");
+}
+
+/**
+ * One node's reply of a command sent to several (`SCRIPT LOAD` on every primary: the same SHA1 from each), from
+ * `[{ key: address, value }]` (or `{ [address]: value }`).
+ */
 function firstOf(reply: unknown): unknown {
-  return typeof reply === "object" && reply !== null && !Array.isArray(reply) ? Object.values(reply)[0] : reply;
+  if (Array.isArray(reply)) return (reply[0] as { value?: unknown } | undefined)?.value;
+  return typeof reply === "object" && reply !== null ? Object.values(reply)[0] : reply;
 }
 
 export type { Driver } from "../driver.ts";
