@@ -77,13 +77,15 @@ describe("the fault contract on Valkey GLIDE", () => {
     const name = fresh();
     const holder = await acquire(admin, name);
     const { proxy, driver } = await routed();
-    const waiting = acquire(driver, name, { waitMs: 20_000, claimMs: 500 });
+    const waiting = settled(acquire(driver, name, { waitMs: 20_000, claimMs: 500 }));
     await queued(admin, name, 1);
+    await sleep(300); // the reply of its queueing call read: the reset cuts no call in flight (that would be an outage)
     assert.ok(proxy.reset() >= 1, "the waiter's connection was reset");
     await sleep(50);
     const t0 = performance.now();
     await release(holder);
-    const lease = await within(waiting, 5_000, "the waiter");
+    const { value: lease, error } = await within(waiting, 5_000, "the waiter");
+    assert.ok(lease, `the waiter got no lease: ${error}`);
     const took = performance.now() - t0;
     assert.ok(took < 1_600, `the waiter took it ${Math.round(took)} ms after the release`);
     await release(lease);
@@ -135,15 +137,17 @@ describe("the fault contract on Valkey GLIDE", () => {
     const holder = await acquire(admin, name);
     const { proxy, driver } = await routed();
     // A 10 s claim window (heartbeat ~3.3 s): only the adapter's reconnection check makes the waiter re-check sooner.
-    const waiting = acquire(driver, name, { waitMs: 15_000, claimMs: 10_000 });
+    const waiting = settled(acquire(driver, name, { waitMs: 15_000, claimMs: 10_000 }));
     await queued(admin, name, 1);
+    await sleep(300); // the reply of its queueing call read: the reset cuts no call in flight (that would be an outage)
     proxy.pause(); // GLIDE cannot reconnect: the release's message reaches no one of this client
     assert.ok(proxy.reset() >= 1);
     await release(holder);
     await sleep(300);
     proxy.resume();
     const t0 = performance.now();
-    const lease = await within(waiting, 12_000, "the waiter");
+    const { value: lease, error } = await within(waiting, 12_000, "the waiter");
+    assert.ok(lease, `the waiter got no lease: ${error}`);
     const took = performance.now() - t0;
     assert.ok(took < 2_500, `the waiter got the lease ${Math.round(took)} ms after GLIDE could reconnect`);
     await release(lease);
