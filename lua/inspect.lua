@@ -11,7 +11,7 @@
 --          owner) is then <= 0, and ms left + lock delay is what is left of the delay.
 -- ARGV[1]  for a watcher (see src/watch.ts): ms to keep the lease's watch key "<lease key>:n" (made or kept), else
 --          omitted. While that key lives, the scripts that grant and release (acquire, acquire_set's common path,
---          release, release_set) publish a one-letter message ("g" granted, "r" released) on the channel of the same
+--          release, release_set) publish a message ("g" granted, "r<owner>" released) on the channel of the same
 --          name: they count the key in an EXISTS they make anyway, so an unwatched lease costs no command more.
 -- @include _record.lua
 -- @include _holders.lua

@@ -11,6 +11,8 @@ import type { Bound } from "./_types.ts";
 export interface Follower<R, S, E> {
   /** The channel whose messages say that it changed. */
   readonly channel: string;
+  /** Told each message, before the read it causes (optional). */
+  told?(message: string): void;
   /** Ms between reads at the latest: with pub/sub (`subscribed`), and without. */
   heartbeat(subscribed: boolean): number;
   /** One read, within `bound`. */
@@ -37,14 +39,16 @@ export async function* follow<R, S, E>(
   const driver = state.driver, channel = f.channel;
   let told = false;
   let wake: (() => void) | undefined;
-  const listener = () => {
+  const listener = (message?: string) => {
+    if (message !== undefined) f.told?.(message);
     told = true;
     wake?.();
   };
   let subscribing: Promise<void> | undefined;
   const bound = () => ({ until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal, name });
   // Messages sent while the subscriber connection was down are lost: read again once it is back.
-  state.resubscribed.add(listener);
+  const again = () => listener();
+  state.resubscribed.add(again);
   try {
     if (driver.subscribe && !signal?.aborted) {
       subscribing = driver.subscribe(channel, listener);
@@ -67,7 +71,7 @@ export async function* follow<R, S, E>(
     if (signal?.aborted) return;
     throw e;
   } finally {
-    state.resubscribed.delete(listener);
+    state.resubscribed.delete(again);
     // Unsubscribe once subscribed, even if the wait for it was given up (it may still complete).
     if (subscribing) {
       await bounded(subscribing.then(() => driver.unsubscribe?.(channel, listener)), bound()).catch(() => {});

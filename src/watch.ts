@@ -103,14 +103,18 @@ export function watch(client: RedisLike, name: string, options?: WatchOptions): 
   const { signal, pollMs } = checkFollowOptions(op, options);
   const keys = keysOf(prefix, name), state = stateOf(client);
   let beat = 0;
+  // Owners whose release a message told since the last read ("r<owner>"): what went is told from what expired.
+  const released = new Set<string>();
   return follow<Snapshot, Seen, LeaseChange>(state, name, signal, {
     channel: watchChannelOf(keys),
+    told: (message) => void (message[0] === "r" && released.add(message.slice(1))),
     heartbeat: (subscribed) => (beat = pollMs ?? (subscribed ? 2_000 : 1_000)),
     // Only a subscribed watcher keeps the watch key: without a subscriber, messages would be sent for nobody.
     read: (bound, subscribed) => inspectCall(state, keys, bound, subscribed ? keyMs(beat) : undefined),
     step(snapshot, last, at) {
       const info = leaseInfo(name, snapshot);
-      const out = last ? changes(last, info, at) : [{ type: "state" as const, info }];
+      const out = last ? changes(last, info, at, released) : [{ type: "state" as const, info }];
+      released.clear();
       // Read again when the first hold's TTL (or lock delay) runs out: an expiry is seen then.
       const left = [...info.owners, ...info.delayed].map((h) => h.remainingMs);
       return { out, last: { info, at }, ms: Math.min(...left) + 5 };
@@ -122,21 +126,43 @@ export function watch(client: RedisLike, name: string, options?: WatchOptions): 
 const holdKey = (h: LeaseHolder, info: LeaseInfo) =>
   `${h.kind}\n${h.owner}\n${h.kind === "exclusive" ? info.fence : ""}`;
 
-/** The changes from `last` to `info`, read at `at`: holds gone, holds new, then the queue's length. */
-function changes(last: Seen, info: LeaseInfo, at: number): LeaseChange[] {
+/**
+ * The changes from `last` to `info`, read at `at` (`released`: the owners whose release a message told meanwhile):
+ * holds gone, holds new, then the queue's length.
+ */
+function changes(last: Seen, info: LeaseInfo, at: number, released: ReadonlySet<string>): LeaseChange[] {
   const out: LeaseChange[] = [];
   const before = new Map(last.info.owners.map((h) => [holdKey(h, last.info), h]));
   const now = new Map(info.owners.map((h) => [holdKey(h, info), h]));
   const delayed = new Set(info.delayed.map((h) => `${h.kind}\n${h.owner}`));
   for (const [key, holder] of before) {
     if (now.has(key)) continue;
-    // Gone: expired if it is in its lock delay now, or if its TTL as last read has run out since (a release in the
-    // last moments of a TTL cannot be told from an expiry), else released.
-    const ran = at - last.at >= holder.remainingMs;
-    const type = delayed.has(`${holder.kind}\n${holder.owner}`) || ran ? "expired" : "released";
-    out.push({ type, holder, info });
+    out.push({ type: gone(holder, last, info, at, released, delayed), holder, info });
   }
   for (const [key, holder] of now) if (!before.has(key)) out.push({ type: "granted", holder, info });
   if (info.waiters !== last.info.waiters) out.push({ type: "queue", was: last.info.waiters, info });
   return out;
+}
+
+/**
+ * How `holder`, in `last` and not in `info`, went. Expired: it is in its lock delay now, or nothing of the lease is
+ * left (a release keeps the fence for 10 s; expired holds take their record with them). Released: a message told
+ * so, or the lease is free with the same fence kept. Else (another holds it now, or held it meanwhile, and the
+ * message was lost to a subscriber reset or never sent: HTTP) by time: expired if its TTL as last read has run out.
+ */
+function gone(
+  holder: LeaseHolder,
+  last: Seen,
+  info: LeaseInfo,
+  at: number,
+  released: ReadonlySet<string>,
+  delayed: ReadonlySet<string>,
+): "released" | "expired" {
+  if (delayed.has(`${holder.kind}\n${holder.owner}`)) return "expired";
+  if (released.has(holder.owner)) return "released";
+  if (!info.held && info.delayed.length === 0) {
+    if (info.fence === 0) return "expired";
+    if (info.fence === last.info.fence) return "released";
+  }
+  return at - last.at >= holder.remainingMs ? "expired" : "released";
 }
