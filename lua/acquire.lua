@@ -39,30 +39,21 @@ local us = t[2]
 if #us < 6 then us = string.rep('0', 6 - #us) .. us end
 local fresh = t[1] .. us
 local v = redis.call('SET', h, held(fresh, aid, '1', nil, owner, lag), 'NX', 'PX', ttl, 'GET')
--- Watched (see inspect.lua): the watch key wk counts 3 in the EXISTS that looks for a queue and holds (one command
--- either way), and a grant is told on the watch channel wk.
-local wk, e = h .. ':n', nil
+-- Watched (see inspect.lua), the watch key "<lease key>:n" exists: it is counted in the EXISTS that looks for a queue
+-- and holds (one command either way), and a watched lease takes the general path, which tells its grant (take_free).
 if not v then
-  e = redis.call('EXISTS', q, s, wk, wk, wk)
-  if e == 0 then return fresh end
-  if e == 3 then
-    redis.call(pub, wk, 'g')
-    return fresh
-  end
-  -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live.
+  if redis.call('EXISTS', q, s, h .. ':n') == 0 then return fresh end
+  -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live, or
+  -- it is watched.
   redis.call('DEL', h)
-elseif string.find(v, '^%d+$') and #v <= FENCE_DIGITS then
-  e = redis.call('EXISTS', q, s, wk, wk, wk)
-  if e % 3 == 0 then
-    -- Free since a release moments ago (its fence kept: see _record.lua), with nobody queued and no shared holds or
-    -- permits: as cheap as a fresh lease but for one more SET (no parse, no closure). The fence is the clock's
-    -- unless the kept one is not below it (a burst of grants ran ahead of the clock): then the kept one + 1.
-    local f = fresh
-    if tonumber(v) >= tonumber(fresh) then f = string.format('%d', tonumber(v) + 1) end
-    redis.call('SET', h, held(f, aid, '1', nil, owner, lag), 'PX', ttl)
-    if e == 3 then redis.call(pub, wk, 'g') end
-    return f
-  end
+elseif string.find(v, '^%d+$') and #v <= FENCE_DIGITS and redis.call('EXISTS', q, s, h .. ':n') == 0 then
+  -- Free since a release moments ago (its fence kept: see _record.lua), with nobody queued and no shared holds or
+  -- permits: as cheap as a fresh lease but for one more SET (no parse, no closure). The fence is the clock's unless
+  -- the kept one is not below it (a burst of grants ran ahead of the clock): then the kept one + 1.
+  local f = fresh
+  if tonumber(v) >= tonumber(fresh) then f = string.format('%d', tonumber(v) + 1) end
+  redis.call('SET', h, held(f, aid, '1', nil, owner, lag), 'PX', ttl)
+  return f
 end
 -- @include _queue.lua
 -- Held by another owner, claimed or handed over and still within its claim window (the common contended case, a
@@ -101,6 +92,7 @@ local function take_free(last, hint)
     return busy(q, entry, fresh, ARGV[5], earliest(s, now))
   end
   -- (The watch key counts 2: an odd count is the queue.)
+  local wk = h .. ':n'
   local x = redis.call('EXISTS', q, wk, wk)
   if x >= 2 then redis.call(pub, wk, 'g') end
   if x % 2 == 1 then

@@ -147,7 +147,7 @@ function changes(last: Seen, info: LeaseInfo, at: number, released: ReadonlySet<
 /**
  * How `holder`, in `last` and not in `info`, went. Expired: it is in its lock delay now, or nothing of the lease is
  * left (a release keeps the fence for 10 s; expired holds take their record with them). Released: a message told
- * so, or the lease is free with the same fence kept. Else (another holds it now, or held it meanwhile, and the
+ * so, or an exclusive lease is free with the same fence kept. Else (another holds it now, or held it meanwhile, and the
  * message was lost to a subscriber reset or never sent: HTTP) by time: expired if its TTL as last read has run out.
  */
 function gone(
@@ -162,7 +162,8 @@ function gone(
   if (released.has(holder.owner)) return "released";
   if (!info.held && info.delayed.length === 0) {
     if (info.fence === 0) return "expired";
-    if (info.fence === last.info.fence) return "released";
+    // (Not for a shared hold or a permit: another holder's release may have left the fence, with this hold expired.)
+    if (info.fence === last.info.fence && holder.kind === "exclusive") return "released";
   }
   return at - last.at >= holder.remainingMs ? "expired" : "released";
 }
