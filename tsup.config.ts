@@ -16,6 +16,7 @@ export const entries: Record<string, string> = {
   "redlock": "src/redlock.ts",
   "fence": "src/fence.ts",
   "otel": "src/otel.ts",
+  "watch": "src/watch.ts",
 };
 
 /**

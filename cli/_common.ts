@@ -27,7 +27,7 @@ export const EXIT = {
 } as const;
 
 export const EXIT_CODES_HELP = `Exit codes:
-  0         success (run: the command exited 0)
+  0         success (run: the command exited 0; observe, watch: interrupted, or --count lines printed)
   1         unlock: the lease was not held
   2         usage error: unknown command or option, missing argument, bad duration, name or URL
   3         busy: another owner holds the lease and --wait ran out (at once with --wait 0), or it is held

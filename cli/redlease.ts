@@ -5,6 +5,7 @@
  *   redlease run NAME [--lease 30s] [--wait 10s] [--url redis://…] -- CMD ARGS…
  *   redlease elect NAME [--lease 8s] [--wait inf] -- CMD ARGS…
  *   redlease observe NAME [--json] [--count N]
+ *   redlease watch NAME [--json] [--count N]
  *   redlease inspect [PATTERN] [--json]
  *   redlease unlock NAME --force
  *
@@ -24,6 +25,7 @@ import { INSPECT_HELP, inspectCommand } from "./_inspect.ts";
 import { OBSERVE_HELP, observeCommand } from "./_observe.ts";
 import { elect, ELECT_HELP, run, RUN_HELP } from "./_run.ts";
 import { UNLOCK_HELP, unlockCommand } from "./_unlock.ts";
+import { WATCH_HELP, watchCommand } from "./_watch.ts";
 
 const HELP = `redlease: distributed leases (locks) on Redis, from the command line
 
@@ -31,6 +33,7 @@ Usage:
   redlease run NAME [options] [--] CMD [ARGS…]  run CMD while holding the lease NAME, renewing it
   redlease elect NAME [options] [--] CMD [ARGS…] run CMD while leading the election NAME (a singleton)
   redlease observe NAME [options]               print an election's leader, then every change
+  redlease watch NAME [options]                 print any lease's holders and queue, then every change
   redlease inspect [PATTERN] [options]          list held leases whose names match PATTERN (default *)
   redlease unlock NAME --force [options]        remove every hold of a stuck lease
   redlease help [COMMAND]                       this help, or a command's (also: COMMAND --help)
@@ -57,6 +60,7 @@ const COMMANDS: Record<string, { help: string; main(argv: readonly string[]): Pr
   run: { help: RUN_HELP, main: run },
   elect: { help: ELECT_HELP, main: elect },
   observe: { help: OBSERVE_HELP, main: observeCommand },
+  watch: { help: WATCH_HELP, main: watchCommand },
   inspect: { help: INSPECT_HELP, main: inspectCommand },
   unlock: { help: UNLOCK_HELP, main: unlockCommand },
 };

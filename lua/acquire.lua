@@ -39,11 +39,14 @@ local us = t[2]
 if #us < 6 then us = string.rep('0', 6 - #us) .. us end
 local fresh = t[1] .. us
 local v = redis.call('SET', h, held(fresh, aid, '1', nil, owner, lag), 'NX', 'PX', ttl, 'GET')
+-- Watched (see inspect.lua), the watch key "<lease key>:n" exists: it is counted in the EXISTS that looks for a queue
+-- and holds (one command either way), and a watched lease takes the general path, which tells its grant (take_free).
 if not v then
-  if redis.call('EXISTS', q, s) == 0 then return fresh end
-  -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live.
+  if redis.call('EXISTS', q, s, h .. ':n') == 0 then return fresh end
+  -- Free, but waiters are queued (their holder's lease expired: they go first), or shared holds or permits live, or
+  -- it is watched.
   redis.call('DEL', h)
-elseif string.find(v, '^%d+$') and #v <= FENCE_DIGITS and redis.call('EXISTS', q, s) == 0 then
+elseif string.find(v, '^%d+$') and #v <= FENCE_DIGITS and redis.call('EXISTS', q, s, h .. ':n') == 0 then
   -- Free since a release moments ago (its fence kept: see _record.lua), with nobody queued and no shared holds or
   -- permits: as cheap as a fresh lease but for one more SET (no parse, no closure). The fence is the clock's unless
   -- the kept one is not below it (a burst of grants ran ahead of the clock): then the kept one + 1.
@@ -88,7 +91,11 @@ local function take_free(last, hint)
     end
     return busy(q, entry, fresh, ARGV[5], earliest(s, now))
   end
-  if redis.call('EXISTS', q) == 1 then
+  -- (The watch key counts 2: an odd count is the queue.)
+  local wk = h .. ':n'
+  local x = redis.call('EXISTS', q, wk, wk)
+  if x >= 2 then redis.call(pub, wk, 'g') end
+  if x % 2 == 1 then
     local w = { h = h, q = q, s = s, d = d, pub = pub, last = last, self = aid, n = 0, now = now }
     local r = admit(w)
     last = w.last

@@ -38,11 +38,14 @@ local now = tonumber(fresh)
 local v = redis.call('GET', h)
 if not ARGV[8] then
   -- The last fence (digits) and the live holds, where this path applies.
-  local last, n
+  -- (Watched, see inspect.lua: the watch key wk counts in an EXISTS made anyway, and a new hold is told on wk.)
+  local last, n, wk, seen = nil, nil, h .. ':n', false
   if not v or (#v <= FENCE_DIGITS and string.find(v, '^%d+$')) then
     -- Free (a fence kept, or none) with nobody queued and no holds (shared holds of an exclusive holder's downgrade
     -- outlive its record: the holder set tells).
-    if redis.call('EXISTS', q, s) == 0 then last, n = v or '0', 0 end
+    local x = redis.call('EXISTS', q, s, wk, wk, wk)
+    seen = x >= 3
+    if x % 3 == 0 then last, n = v or '0', 0 end
   else
     local sf, k = string.match(v, '^(%d+)/([sp]%d*)$')
     if k == kind and #sf <= FENCE_DIGITS and redis.call('ZCOUNT', s, '-inf', fresh) == 0 then
@@ -75,8 +78,10 @@ if not ARGV[8] then
       -- Every permit taken: wait for the earliest hold to end (or a release).
       local first = redis.call('ZRANGE', s, 0, 0, 'WITHSCORES')
       return busy(q, entry, fresh, ARGV[5], math.max(1, math.floor((tonumber(first[2]) - now) / 1000) + 1))
-    elseif redis.call('EXISTS', q) == 1 then
-      n = nil
+    else
+      local x = redis.call('EXISTS', q, wk, wk)
+      seen = x >= 2
+      if x % 2 == 1 then n = nil end
     end
   end
   if n and not (cap and n >= cap) then
@@ -98,6 +103,7 @@ if not ARGV[8] then
       redis.call('PEXPIREAT', h, at, 'GT')
     end
     if entry ~= '' then redis.call('ZREM', q, entry) end
+    if seen then redis.call(pub, wk, 'g') end
     return f
   end
 end

@@ -49,7 +49,14 @@ else
 end
 -- The last hold. Whether anyone waits is one EXISTS of the queue and the holder set (an integer: ZPOPMIN's empty
 -- reply is a table to build and collect on every call), which also tells the handoff whether shared holds live.
-local queued = redis.call('EXISTS', q, s)
+-- Watched (see inspect.lua), the watch key counts 3 in the same EXISTS, and the release is told on its channel.
+local wk = h .. ':n'
+local queued = redis.call('EXISTS', q, s, wk, wk, wk)
+local pub = ARGV[6] or 'PUBLISH'
+if queued >= 3 then
+  queued = queued - 3
+  redis.call(pub, wk, 'r' .. owner)
+end
 if queued > 0 then top = redis.call('ZPOPMIN', q) end
 if not (top and top[1]) then
   -- Nobody waits: keep the fence for a while (a fence taken from the clock after that is larger anyway, and a
@@ -59,7 +66,6 @@ if not (top and top[1]) then
   return 2
 end
 f = tonumber(fs)
-local pub = ARGV[6] or 'PUBLISH'
 if queued == 1 then
   -- The common handoff: a waiter was popped and no holder set exists (EXISTS counted the queue only), so the lease
   -- is free for it. An exclusive waiter is granted here as admit() would (see _handoff.lua: the fence, the message,

@@ -67,7 +67,10 @@ const CORE = "mod";
 // as its cause, the hold's last renewal failure kept as the cause of a loss as unreachable, Redlock decided by the
 // masters that answered), and unknown option keys refused with the closest valid one (+0.42 KB: each function's key
 // list, the loop, and the edit distance of the message); bench/client_cost.ts: 1.65 → 1.64 µs per acquire + release.
-const CORE_BUDGET_GZIP = 24_576;
+// Raised by 295 B by issue 32's watching (24,458 → 24,753 B): the scripts' watch key folded into the EXISTS they make
+// anyway and the PUBLISH it allows (about 0.2 KB, all Lua: what lets an unwatched lease pay no command), and observe()
+// on the read loop it now shares with watch() (src/_follow.ts); watch() itself is in redlease/watch only.
+const CORE_BUDGET_GZIP = 24_871;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 

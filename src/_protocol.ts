@@ -515,8 +515,18 @@ export interface Snapshot {
   readonly holders: SnapshotHolder[];
 }
 
-export async function inspectCall(runner: ScriptRunner, keys: LeaseKeys, bound?: Bound): Promise<Snapshot> {
-  const reply = await runner.run(INSPECT, keys.all, [], bound) as Array<string | number>;
+/**
+ * Read a snapshot of the lease at `keys`; with `watchMs`, also make or keep its watch key for that long (see
+ * watchChannelOf), so that its grants and releases are told on its watch channel.
+ */
+export async function inspectCall(
+  runner: ScriptRunner,
+  keys: LeaseKeys,
+  bound?: Bound,
+  watchMs?: number,
+): Promise<Snapshot> {
+  const args = watchMs === undefined ? [] : [String(watchMs)];
+  const reply = await runner.run(INSPECT, keys.all, args, bound) as Array<string | number>;
   const holders: SnapshotHolder[] = [];
   for (let i = 4; i + 4 < reply.length; i += 5) {
     holders.push({
@@ -534,6 +544,14 @@ export async function inspectCall(runner: ScriptRunner, keys: LeaseKeys, bound?:
     mode: String(reply[3]) as Kind,
     holders,
   };
+}
+
+/**
+ * The watch key of the lease at `keys`, and the channel of the same name on which, while that key lives, the scripts
+ * tell its grants and releases (see inspect.lua).
+ */
+export function watchChannelOf(keys: LeaseKeys): string {
+  return `${keys.hash}:n`;
 }
 
 /** The channel on which observers of the election at `keys` hear of changes (see campaign/proclaim/observe). */

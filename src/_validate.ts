@@ -289,3 +289,25 @@ function checkKind(op: string, shared: unknown, permits: unknown): Kind {
   if (permits !== undefined && isShared) fail(op, "permits", "cannot be combined with 'shared'", permits);
   return kindOf(isShared, permits === undefined ? undefined : checkInt(op, "permits", permits, 1, MAX_PERMITS));
 }
+
+/**
+ * The options of observe() and watch() besides `prefix`: `signal` (an AbortSignal) and `pollMs` (an integer from 10
+ * to 3600000), each optional; no other key.
+ */
+export function checkFollowOptions(
+  op: string,
+  options: { readonly signal?: AbortSignal; readonly pollMs?: number } | undefined,
+): { signal: AbortSignal | undefined; pollMs: number | undefined } {
+  checkKeys(op, options, ["prefix", "signal", "pollMs"]);
+  const signal = options?.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
+  const pollMs = options?.pollMs;
+  if (
+    pollMs !== undefined &&
+    (typeof pollMs !== "number" || !Number.isInteger(pollMs) || pollMs < 10 || pollMs > 3_600_000)
+  ) {
+    const Err = typeof pollMs === "number" ? RangeError : TypeError;
+    fail(op, "pollMs", "must be an integer from 10 to 3600000", pollMs, Err);
+  }
+  return { signal, pollMs };
+}

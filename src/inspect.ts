@@ -1,61 +1,11 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
-import { inspectCall, keysOf, kindName, labelOf, permitsOf } from "./_protocol.ts";
+import { inspectCall, keysOf } from "./_protocol.ts";
+import { type LeaseHolder, type LeaseInfo, leaseInfo } from "./_info.ts";
 import { checkCallOptions, checkName, checkPrefix, KEY_CALL_KEYS } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
-import type { CallOptions, KeyOptions, LeaseKind } from "./lease.ts";
+import type { CallOptions, KeyOptions } from "./lease.ts";
 
-/** One holder of a lease, as {@linkcode inspect} reports it. */
-export interface LeaseHolder {
-  /** The owner string (see `Lease.owner`). */
-  readonly owner: string;
-  /** The `label` it was acquired with, else undefined. */
-  readonly label: string | undefined;
-  /** Its reentrant hold count. */
-  readonly holds: number;
-  /** How it holds the lease (an exclusive holder may hold it shared as well: then it is listed twice). */
-  readonly kind: LeaseKind;
-  /**
-   * Remaining TTL of this hold in ms; for a hold in `delayed`, what is left of its lock delay (the time until its
-   * place is free).
-   */
-  readonly remainingMs: number;
-  /** The `lockDelayMs` the hold was acquired with (0: none). */
-  readonly lockDelayMs: number;
-}
-
-/** What {@linkcode inspect} reports about one lease, read atomically. */
-export interface LeaseInfo {
-  /** The lease name. */
-  readonly name: string;
-  /** Whether any owner holds it (a hold in its lock delay is no one's: see `delayed`). */
-  readonly held: boolean;
-  /**
-   * How it is held: "exclusive" (also when free), "shared" (by shared holds only), or "permits" (as `permits`
-   * permits).
-   */
-  readonly kind: "exclusive" | "shared" | "permits";
-  /** The number of permits while held as permits, else undefined. */
-  readonly permits: number | undefined;
-  /** Holders and their reentrant hold counts (at most one exclusive holder). */
-  readonly owners: ReadonlyArray<LeaseHolder>;
-  /** Remaining TTL in ms while held (the latest of its holds), else 0. */
-  readonly remainingMs: number;
-  /** The latest fence handed out for this name, or 0 when Redis keeps no record of one. */
-  readonly fence: number;
-  /** Queued waiters (entries of clients that died are counted until a release skips them). */
-  readonly waiters: number;
-  /**
-   * Holds in their lock delay (see `lockDelayMs` of acquire): their holder let them expire without a release, and
-   * their place (the lease, a share or a permit) is granted to nobody until the delay ends. Each one's `remainingMs`
-   * is what is left of its delay. Empty when none.
-   */
-  readonly delayed: ReadonlyArray<LeaseHolder>;
-  /**
-   * Ms until the last lock delay in `delayed` ends (for an exclusive lease: until it can be granted again), 0 when
-   * none.
-   */
-  readonly delayMs: number;
-}
+export type { LeaseHolder, LeaseInfo };
 
 /**
  * Read the state of the lease `name` in one round trip, without changing it.
@@ -84,35 +34,5 @@ export async function inspect(
   const prefix = checkPrefix(op, options);
   const timeoutMs = checkCallOptions(op, options, KEY_CALL_KEYS) ?? DEFAULT_CALL_TIMEOUT_MS;
   const until = performance.now() + timeoutMs;
-  const snapshot = await inspectCall(stateOf(client), keysOf(prefix, name), { until, name });
-  const owners: LeaseHolder[] = [], delayed: LeaseHolder[] = [];
-  for (const holder of snapshot.holders) {
-    // (A hold's ms left, for its holder, is <= 0 once it is in its lock delay.)
-    const inDelay = holder.lockDelayMs > 0 && holder.pttl <= 0;
-    (inDelay ? delayed : owners).push({
-      owner: holder.owner,
-      label: labelOf(holder.owner),
-      holds: holder.holds,
-      kind: kindName(holder.kind),
-      remainingMs: Math.max(0, inDelay ? holder.pttl + holder.lockDelayMs : holder.pttl),
-      lockDelayMs: holder.lockDelayMs,
-    });
-  }
-  const held = owners.length > 0;
-  const delayMs = delayed.length > 0 ? Math.max(...delayed.map((owner) => owner.remainingMs)) : 0;
-  const kind = kindName(snapshot.mode, "permits");
-  const permits = permitsOf(snapshot.mode);
-  const remainingMs = held ? Math.max(...owners.map((owner) => owner.remainingMs)) : 0;
-  return {
-    name,
-    held,
-    kind,
-    permits,
-    owners,
-    remainingMs,
-    fence: snapshot.fence,
-    waiters: snapshot.waiters,
-    delayed,
-    delayMs,
-  };
+  return leaseInfo(name, await inspectCall(stateOf(client), keysOf(prefix, name), { until, name }));
 }

@@ -1,9 +1,7 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
-import { bounded } from "./_connection.ts";
+import { follow } from "./_follow.ts";
 import { electionChannelOf, keysOf, labelOf, leaderCall, type LeaderReply } from "./_protocol.ts";
-import { nap } from "./_timers.ts";
-import { checkKeys, checkName, checkPrefix, fail } from "./_validate.ts";
-import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
+import { checkFollowOptions, checkName, checkPrefix } from "./_validate.ts";
 import type { KeyOptions } from "./lease.ts";
 
 /** An election's state, as {@linkcode observe} reports it. */
@@ -66,77 +64,19 @@ export function observe(client: RedisLike, name: string, options?: ObserveOption
   checkClient(op, client);
   checkName(op, name);
   const prefix = checkPrefix(op, options);
-  checkKeys(op, options, ["prefix", "signal", "pollMs"]);
-  const signal = options?.signal;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) fail(op, "signal", "must be an AbortSignal", signal);
-  const pollMs = options?.pollMs;
-  if (
-    pollMs !== undefined &&
-    (typeof pollMs !== "number" || !Number.isInteger(pollMs) || pollMs < 10 || pollMs > 3_600_000)
-  ) {
-    fail(
-      op,
-      "pollMs",
-      "must be an integer from 10 to 3600000",
-      pollMs,
-      typeof pollMs === "number" ? RangeError : TypeError,
-    );
-  }
-  return watch(client, name, prefix, signal, pollMs);
-}
-
-// Long: the subscription, the read loop and the teardown share the listener and its wake-up; each part is short.
-async function* watch(
-  client: RedisLike,
-  name: string,
-  prefix: string,
-  signal: AbortSignal | undefined,
-  pollMs: number | undefined,
-): AsyncGenerator<LeaderState> {
-  const state = stateOf(client);
-  const keys = keysOf(prefix, name);
-  const channel = electionChannelOf(keys);
-  const driver = state.driver;
-  let told = false;
-  let wake: (() => void) | undefined;
-  const listener = () => {
-    told = true;
-    wake?.();
-  };
-  let subscribing: Promise<void> | undefined;
-  const bound = () => ({ until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal, name });
-  // Messages sent while the subscriber connection was down are lost: read again once it is back.
-  state.resubscribed.add(listener);
-  try {
-    if (driver.subscribe && !signal?.aborted) {
-      subscribing = driver.subscribe(channel, listener);
-      await bounded(subscribing, bound());
-    }
-    const subscribed = subscribing !== undefined;
-    const heartbeat = pollMs ?? (subscribed ? 30_000 : 1_000);
-    let last: LeaderState | undefined;
-    while (!signal?.aborted) {
-      told = false;
-      const now = stateFrom(await leaderCall(state, keys, bound()), last);
-      if (!last || now.leader !== last.leader || now.term !== last.term || now.value !== last.value) {
-        last = now;
-        yield now;
-      }
-      // Until a message, the end of the leadership's TTL (a leader that died), or the heartbeat.
-      const pause = Math.min(heartbeat, now.leader === undefined ? Infinity : now.remainingMs + 5);
-      if (!told) await nap(pause, signal, (wakeUp) => (wake = wakeUp));
-      wake = undefined;
-    }
-  } catch (e) {
-    if (signal?.aborted) return;
-    throw e;
-  } finally {
-    state.resubscribed.delete(listener);
-    // Unsubscribe once subscribed, even if the wait for it was given up (it may still complete).
-    if (subscribing) {
-      await bounded(subscribing.then(() => driver.unsubscribe?.(channel, listener)), bound()).catch(() => {});
-    }
-  }
+  const { signal, pollMs } = checkFollowOptions(op, options);
+  const keys = keysOf(prefix, name), state = stateOf(client);
+  return follow<LeaderReply, LeaderState, LeaderState>(state, name, signal, {
+    channel: electionChannelOf(keys),
+    heartbeat: (subscribed) => pollMs ?? (subscribed ? 30_000 : 1_000),
+    read: (bound) => leaderCall(state, keys, bound),
+    step(reply, last) {
+      const now = stateFrom(reply, last);
+      const changed = !last || now.leader !== last.leader || now.term !== last.term || now.value !== last.value;
+      // A leader that dies without resigning is seen at the end of its leadership's TTL.
+      return { out: changed ? [now] : [], last: changed ? now : last, ms: now.leader ? now.remainingMs + 5 : Infinity };
+    },
+  });
 }
 
 /** The state a leader read shows, after the `last` one reported. */

@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { createClient } from "redis";
 import { acquire, campaign, inspect, release, ReplicationError } from "../mod.ts";
 import * as scripts from "../src/_scripts.ts";
+import { watch } from "../src/watch.ts";
 import { aclOfDoc, exampleRules, grantedBy } from "./_acl.ts";
 import { adapters, contract } from "./_contract.ts";
 import { type Client, type RedisServer, runProcess, runtimeArgs, runtimeName, sleep, startRedis } from "./_redis.ts";
@@ -105,6 +106,30 @@ describe(`the ACL of docs/security.md (${runtimeName()})`, () => {
       await release(await waiting);
       await waitUntil("the waiter unsubscribed", 5_000, async () => (await channels()) === 0 || "still subscribed");
     } finally {
+      await other.disconnect().catch(() => {});
+    }
+  });
+
+  test("watch(): the user watches a lease it takes and releases (the watch key, its channel, the scripts' PUBLISH)", async () => {
+    const name = `acl-watch-${Date.now()}`;
+    const other = createClient({ url }) as Client;
+    other.on("error", () => {});
+    await other.connect();
+    const stop = new AbortController();
+    const seen: string[] = [];
+    const watching = (async () => {
+      for await (const c of watch(other, name, { signal: stop.signal, pollMs: 60_000 })) seen.push(c.type);
+    })();
+    try {
+      await waitUntil("the state", 5_000, () => Promise.resolve(seen.length > 0 || "not yet"));
+      const lease = await acquire(client, name, { leaseMs: 30_000 });
+      await waitUntil("the grant", 5_000, () => Promise.resolve(seen.includes("granted") || seen.join()));
+      await release(lease);
+      await waitUntil("the release", 5_000, () => Promise.resolve(seen.includes("released") || seen.join()));
+      assert.deepEqual(seen, ["state", "granted", "released"]);
+    } finally {
+      stop.abort();
+      await watching;
       await other.disconnect().catch(() => {});
     }
   });

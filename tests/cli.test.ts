@@ -471,6 +471,28 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     assert.match(text.stdout, /nobody leads \(last term \d+\)/);
   });
 
+  test("watch prints the state, then each grant and release as it happens, and SIGTERM ends it with 0", T, async () => {
+    const name = unique("watch");
+    const run = startCli(["watch", name, "--json"], { detached: true });
+    await run.waitFor(/"type":"state"/);
+    const lease = await acquire(admin, name, { label: "job on web-1", leaseMs: 30_000 });
+    await run.waitFor(/"type":"granted"/);
+    await release(lease);
+    await run.waitFor(/"type":"released"/);
+    process.kill(run.proc.pid!, "SIGTERM");
+    const r = await run.done;
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l: { type: string }) => l.type), ["state", "granted", "released"]);
+    assert.equal(lines[1].holder.owner, lease.owner);
+    assert.equal(lines[1].holder.label, "job on web-1");
+    assert.equal(lines[1].state.fence, lease.fence);
+    assert.equal(lines[2].state.held, false);
+    const text = await cli(["watch", name, "--count", "1"]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout.split("\n")[1], new RegExp(`^free \\(fence ${lease.fence}\\)$`));
+  });
+
   test(
     "a run inside a run of the same lease runs under its hold (REDLEASE_TOKEN), at once; another lease waits",
     T,
@@ -1188,7 +1210,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     const runs = await Promise.all([cli(["frobnicate"]), cli([]), cli(["help", "frobnicate"])]);
     for (const r of runs) {
       assert.equal(r.code, 2, r.stderr);
-      oneLine(r, /expected one of run, elect, observe, inspect, unlock, help \(see 'redlease --help'\)/);
+      oneLine(r, /expected one of run, elect, observe, watch, inspect, unlock, help \(see 'redlease --help'\)/);
     }
   });
 

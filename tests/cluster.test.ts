@@ -17,6 +17,7 @@ import {
 } from "../mod.ts";
 import { type ClusterClient, pause, resume, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
 import { glide } from "../src/adapters/glide.ts";
+import { watch } from "../src/watch.ts";
 import { holdsOf, queued } from "./_redis.ts";
 import { glideCluster } from "./_glide.ts";
 
@@ -188,6 +189,50 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
       const took = performance.now() - t0;
       assert.ok(took < 300, `handoff took ${took} ms`);
       await release(next);
+    });
+  }
+
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}watch(): grants and releases on names over every master are told by sharded pub/sub (SPUBLISH)`, async () => {
+      const { a, b } = via === "GLIDE" ? viaGlide : nodeRedis;
+      const names: string[] = [];
+      const ownerOf = (name: string) => c.ownerOf(c.slotOf(`redlease:{${name}}`)).port;
+      while (names.length < 3 || new Set(names.map(ownerOf)).size < 3) names.push(fresh());
+      const stop = new AbortController();
+      const seen: string[] = [];
+      // A heartbeat of a minute: what is reported within a second was told by message.
+      const watching = names.map(async (name) => {
+        for await (const ch of watch(b, name, { signal: stop.signal, pollMs: 60_000 })) seen.push(`${name} ${ch.type}`);
+      });
+      try {
+        const waitFor = async (what: string) => {
+          const t0 = performance.now();
+          while (!seen.includes(what)) {
+            assert.ok(performance.now() - t0 < 2_000, `no '${what}'; seen ${seen.join(", ")}`);
+            await sleep(10);
+          }
+        };
+        for (const name of names) await waitFor(`${name} state`);
+        const spublish = async () => {
+          let calls = 0;
+          for (const m of c.masters()) {
+            const info = String(await c.command(m.port, "INFO", "commandstats"));
+            calls += Number(/cmdstat_spublish:calls=(\d+)/.exec(info)?.[1] ?? 0);
+          }
+          return calls;
+        };
+        const before = await spublish();
+        for (const name of names) {
+          const lease = await acquire(a, name, { leaseMs: 30_000 });
+          await waitFor(`${name} granted`);
+          await release(lease);
+          await waitFor(`${name} released`);
+        }
+        assert.ok((await spublish()) - before >= 6, "told by SPUBLISH");
+      } finally {
+        stop.abort();
+        await Promise.all(watching);
+      }
     });
   }
 

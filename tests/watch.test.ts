@@ -1,0 +1,243 @@
+// watch() (redlease/watch) on every adapter of the contract suite: the state first, then each grant, release,
+// expiry and change of the queue; told by message where the client has pub/sub (the tests read the state by
+// heartbeat only once a minute there, so a prompt report is the message's), polled over HTTP; a change made while the
+// subscriber connection is down is reported once it is back; and a lease nobody watches runs no command more.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { acquire, type Lease, release } from "../mod.ts";
+import { type LeaseChange, watch } from "../src/watch.ts";
+import { keysOf, watchChannelOf } from "../src/_protocol.ts";
+import { adapters, type Made, type Runtime } from "./_contract.ts";
+import { type Client, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
+
+/** Collects what a watch yields, in the background, until `stop` aborts. */
+function collect(it: AsyncIterable<LeaseChange>) {
+  const seen: LeaseChange[] = [];
+  const done = (async () => {
+    for await (const c of it) seen.push(c);
+  })();
+  /** Resolves with the first item of `type` after the first `from` items, within `ms`. */
+  const next = async (type: LeaseChange["type"], from: number, ms = 3_000): Promise<LeaseChange> => {
+    const end = performance.now() + ms;
+    for (;;) {
+      const found = seen.slice(from).find((c) => c.type === type);
+      if (found) return found;
+      if (performance.now() > end) {
+        assert.fail(`no '${type}' within ${ms} ms; seen: ${seen.map((c) => c.type).join(", ")}`);
+      }
+      await sleep(10);
+    }
+  };
+  return { seen, done, next };
+}
+
+for (const ad of adapters) {
+  if (!ad.runtimes.includes(runtimeName() as Runtime)) continue;
+  describe(`watch: ${ad.name}`, () => {
+    let srv: RedisServer, admin: Client, made: Made[] = [];
+    let count = 0;
+    const fresh = () => `watch-${ad.name.replace(/\W+/g, "-")}-${++count}`;
+    // With pub/sub the heartbeat is a minute: what is reported sooner was told by message (or read at a TTL's end).
+    const pollMs = ad.pubsub ? 60_000 : 50;
+    before(async () => {
+      srv = await startRedis();
+      admin = await srv.client();
+      made = [await ad.make(srv.url), await ad.make(srv.url)];
+    });
+    after(async () => {
+      for (const m of made) await m.close();
+      await srv.stop();
+    });
+
+    test(`${ad.name}: the state first, then a grant, a release and an expiry, each within a second`, async () => {
+      const [a, b] = made.map((m) => m.client);
+      const name = fresh(), stop = new AbortController();
+      const w = collect(watch(a, name, { signal: stop.signal, pollMs }));
+      try {
+        const first = await w.next("state", 0);
+        assert.equal(first.info.held, false);
+        let t = performance.now();
+        const lease = await acquire(b, name, { leaseMs: 30_000, label: "job-1" });
+        const granted = await w.next("granted", 1, 1_000);
+        assert.ok(granted.type === "granted" && granted.holder.owner === lease.owner, JSON.stringify(granted));
+        assert.equal(granted.holder.label, "job-1");
+        assert.equal(granted.info.fence, lease.fence);
+        await release(lease);
+        const released = await w.next("released", 1, 1_000);
+        assert.ok(released.type === "released" && released.holder.owner === lease.owner);
+        assert.equal(released.info.held, false);
+        // A hold nobody releases: reported as expired once its TTL, as the watch read it, has run out.
+        const n = w.seen.length;
+        t = performance.now();
+        const dying = await acquire(b, name, { leaseMs: 400 });
+        const expired = await w.next("expired", n, 2_000);
+        const took = performance.now() - t;
+        assert.ok(expired.type === "expired" && expired.holder.owner === dying.owner);
+        assert.ok(took >= 390 && took < 1_400, `expiry reported after ${took} ms`);
+        assert.equal(w.seen.filter((c) => c.type === "released").length, 1, "the expiry is no release");
+      } finally {
+        stop.abort();
+        await w.done;
+      }
+      // Ended: its subscription is gone.
+      const subs = await admin.sendCommand(["PUBSUB", "NUMSUB", watchChannelOf(keysOf("redlease", name))]);
+      assert.deepEqual(subs, [watchChannelOf(keysOf("redlease", name)), 0]);
+    });
+
+    test(`${ad.name}: permits and shared holds: each grant and release, and the queue growing and shrinking`, async () => {
+      const [a, b] = made.map((m) => m.client);
+      const name = fresh(), stop = new AbortController();
+      // (A waiter joining runs no command a watch could be told by: the queue's growth is read at the heartbeat.)
+      const w = collect(watch(a, name, { signal: stop.signal, pollMs: ad.pubsub ? 200 : 50 }));
+      const held: Lease[] = [];
+      try {
+        await w.next("state", 0);
+        held.push(await acquire(b, name, { permits: 2, leaseMs: 30_000 }));
+        held.push(await acquire(b, name, { permits: 2, leaseMs: 30_000 }));
+        await until(() => w.seen.filter((c) => c.type === "granted").length === 2, "two grants");
+        assert.equal(w.seen.at(-1)!.info.kind, "permits");
+        const waiting = acquire(a, name, { permits: 2, leaseMs: 30_000, waitMs: 10_000 });
+        // (Over HTTP a waiter polls and never queues.)
+        if (ad.pubsub) {
+          const grew = await w.next("queue", 0, 2_000);
+          assert.ok(grew.type === "queue" && grew.was === 0 && grew.info.waiters === 1);
+        }
+        const n = w.seen.length;
+        await release(held.shift()!);
+        const third = await waiting;
+        held.push(third);
+        await until(
+          () => w.seen.slice(n).some((c) => c.type === "granted" && c.holder.owner === third.owner),
+          "the waiter's grant",
+        );
+        if (ad.pubsub) {
+          assert.ok(w.seen.slice(n).some((c) => c.type === "queue" && c.info.waiters === 0), "the queue shrank");
+        }
+        for (const l of held.splice(0)) await release(l);
+        await until(() => w.seen.at(-1)!.info.held === false, "all released");
+        const m = w.seen.length;
+        const shared = await acquire(b, name, { shared: true, leaseMs: 30_000 });
+        const g = await w.next("granted", m, 1_000);
+        assert.ok(g.type === "granted" && g.holder.kind === "shared" && g.info.kind === "shared");
+        await release(shared);
+        await w.next("released", m, 1_000);
+      } finally {
+        for (const l of held) await release(l).catch(() => {});
+        stop.abort();
+        await w.done;
+      }
+    });
+
+    test(`${ad.name}: breaking out of the loop ends the watch; bad options throw before any command`, async () => {
+      const [a] = made.map((m) => m.client);
+      const name = fresh();
+      for await (const c of watch(a, name, { pollMs })) {
+        assert.equal(c.type, "state");
+        break;
+      }
+      const channel = watchChannelOf(keysOf("redlease", name));
+      assert.deepEqual(await admin.sendCommand(["PUBSUB", "NUMSUB", channel]), [channel, 0]);
+      assert.throws(() => watch(a, name, { pollMs: 5 }), RangeError);
+      assert.throws(() => watch(a, name, { poll: 5 } as never), /did you mean 'pollMs'/);
+      assert.throws(() => watch(a, "", {}), RangeError);
+    });
+
+    if (!ad.pubsub) return;
+
+    test(`${ad.name}: a grant made while the subscriber connection is down is reported once it is back`, async () => {
+      const [a, b] = made.map((m) => m.client);
+      const name = fresh(), stop = new AbortController();
+      const w = collect(watch(a, name, { signal: stop.signal, pollMs }));
+      try {
+        await w.next("state", 0);
+        // The subscriber is killed and the lease taken at once: its message goes to nobody.
+        await admin.sendCommand(["CLIENT", "KILL", "TYPE", "pubsub"]);
+        const lease = await acquire(b, name, { leaseMs: 30_000 });
+        const granted = await w.next("granted", 1, 10_000);
+        assert.ok(granted.type === "granted" && granted.holder.owner === lease.owner);
+        await release(lease);
+        // Subscribed again: a release is told by message as before.
+        await w.next("released", 1, 2_000);
+      } finally {
+        stop.abort();
+        await w.done;
+      }
+    });
+  });
+}
+
+async function until(cond: () => boolean, what: string, ms = 3_000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > end) assert.fail(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+describe("watch: what it costs a lease", () => {
+  let srv: RedisServer, a: Client, admin: Client;
+  before(async () => {
+    srv = await startRedis();
+    [a, admin] = [await srv.client(), await srv.client()];
+  });
+  after(async () => {
+    await srv.stop();
+  });
+  const stats = async () => {
+    const out: Record<string, number> = {};
+    for (const m of (await admin.info("commandstats")).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+      out[m[1]] = Number(m[2]);
+    }
+    delete out.info;
+    delete out["config|resetstat"];
+    return out;
+  };
+  // The commands of one uncontended acquire + release, as the scripts ran them before watch existed (4a8c95e),
+  // on a fresh name and on one released moments ago (its fence kept): the same either way.
+  // The commands of one uncontended acquire + release, as the scripts ran them before watch existed (measured on
+  // 4a8c95e), on a fresh name and on one released moments ago (its fence kept: one SET more for an exclusive lease).
+  const shared = {
+    evalsha: 2,
+    time: 2,
+    set: 2,
+    exists: 3,
+    get: 2,
+    pexpireat: 2,
+    zadd: 1,
+    zscore: 1,
+    hset: 1,
+    hdel: 1,
+    hget: 1,
+    zrem: 1,
+  };
+  const before4a8c95e = (kind: string, again: boolean): Record<string, number> =>
+    kind === "exclusive" ? { evalsha: 2, time: 1, set: again ? 3 : 2, exists: 2, get: 1 } : shared;
+  const kinds: Record<string, { shared?: boolean; permits?: number }> = {
+    exclusive: {},
+    shared: { shared: true },
+    permits: { permits: 3 },
+  };
+
+  test("an unwatched lease runs the commands it ran before; a watched one tells its grant and its release", async () => {
+    let i = 0;
+    for (const [kind, options] of Object.entries(kinds)) {
+      for (const watched of [false, true]) {
+        for (const again of [false, true]) {
+          const name = `cost-${kind}-${++i}`;
+          await release(await acquire(a, `warm-${name}`, options)); // the scripts loaded
+          if (again) await release(await acquire(a, name, options));
+          // What a watcher keeps (see inspect.lua), without the watcher's own reads.
+          if (watched) await admin.set(`${watchChannelOf(keysOf("redlease", name))}`, "1", { PX: 60_000 });
+          await admin.sendCommand(["CONFIG", "RESETSTAT"]);
+          await release(await acquire(a, name, options));
+          const what = `${kind}, ${watched ? "watched" : "unwatched"}, again: ${again}`;
+          const ran = await stats();
+          if (!watched) assert.deepEqual(ran, before4a8c95e(kind, again), what);
+          // (A watched exclusive lease takes the general path, which tells its grant: commands more, for it only.)
+          else if (kind === "exclusive") assert.equal(ran.publish, 2, what);
+          else assert.deepEqual(ran, { ...before4a8c95e(kind, again), publish: 2 }, what);
+        }
+      }
+    }
+  });
+});
