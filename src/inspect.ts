@@ -1,5 +1,5 @@
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
-import { inspectCall, keysOf, kindName, labelOf, permitsOf } from "./_protocol.ts";
+import { inspectCall, keysOf, kindName, labelOf, permitsOf, weightOf } from "./_protocol.ts";
 import { checkCallOptions, checkName, checkPrefix, KEY_CALL_KEYS } from "./_validate.ts";
 import { DEFAULT_CALL_TIMEOUT_MS } from "./_defaults.ts";
 import type { CallOptions, KeyOptions, LeaseKind } from "./lease.ts";
@@ -14,6 +14,8 @@ export interface LeaseHolder {
   readonly holds: number;
   /** How it holds the lease (an exclusive holder may hold it shared as well: then it is listed twice). */
   readonly kind: LeaseKind;
+  /** How many permits it holds (its `weight`); 1 for any other hold. */
+  readonly weight: number;
   /**
    * Remaining TTL of this hold in ms; for a hold in `delayed`, what is left of its lock delay (the time until its
    * place is free).
@@ -36,6 +38,11 @@ export interface LeaseInfo {
   readonly kind: "exclusive" | "shared" | "permits";
   /** The number of permits while held as permits, else undefined. */
   readonly permits: number | undefined;
+  /**
+   * While held as permits, how many of them are taken: the weights of `owners` and `delayed` summed (never above
+   * `permits`), else undefined.
+   */
+  readonly permitsTaken: number | undefined;
   /** Holders and their reentrant hold counts (at most one exclusive holder). */
   readonly owners: ReadonlyArray<LeaseHolder>;
   /** Remaining TTL in ms while held (the latest of its holds), else 0. */
@@ -94,6 +101,7 @@ export async function inspect(
       label: labelOf(holder.owner),
       holds: holder.holds,
       kind: kindName(holder.kind),
+      weight: weightOf(holder.kind),
       remainingMs: Math.max(0, inDelay ? holder.pttl + holder.lockDelayMs : holder.pttl),
       lockDelayMs: holder.lockDelayMs,
     });
@@ -102,12 +110,16 @@ export async function inspect(
   const delayMs = delayed.length > 0 ? Math.max(...delayed.map((owner) => owner.remainingMs)) : 0;
   const kind = kindName(snapshot.mode, "permits");
   const permits = permitsOf(snapshot.mode);
+  const permitsTaken = permits === undefined
+    ? undefined
+    : [...owners, ...delayed].reduce((sum, holder) => sum + holder.weight, 0);
   const remainingMs = held ? Math.max(...owners.map((owner) => owner.remainingMs)) : 0;
   return {
     name,
     held,
     kind,
     permits,
+    permitsTaken,
     owners,
     remainingMs,
     fence: snapshot.fence,
