@@ -19,6 +19,8 @@ export type LibId =
   | "redlease-permits"
   | "semaphore-permits"
   | "fairpermits"
+  | "redlease-weighted"
+  | "semaphore-weighted"
   | "redlease-events"
   | "redlease-otel"
   | "redlease-metrics";
@@ -26,6 +28,17 @@ export type LibId =
 /** B6: n permits of one name, contended (a counting semaphore). */
 export const PERMITS = 4;
 export const PERMIT_LIBS: readonly LibId[] = ["redlease-permits", "semaphore-permits", "fairpermits"];
+
+/**
+ * B7: weighted permits, the PERMITS of one name taken by holds of mixed weights: every fourth worker (seat 0, 4, …)
+ * takes HEAVY of them at once, the others one (redis-semaphore's MultiSemaphore against redlease's `weight`).
+ */
+export const WEIGHTED_LIBS: readonly LibId[] = ["redlease-weighted", "semaphore-weighted"];
+export const HEAVY = 3;
+/** The permits the worker at `seat` takes in B7. */
+export function weightOfSeat(seat: number): number {
+  return seat % 4 === 0 ? HEAVY : 1;
+}
 
 /**
  * Not a library: the least Redis work n permits can do with what redlease's permits guarantee, the B6 floor for any
@@ -160,6 +173,8 @@ export const TUNABLE: Record<LibId, boolean> = {
   "redlease-permits": false,
   "semaphore-permits": true,
   fairpermits: false,
+  "redlease-weighted": false,
+  "semaphore-weighted": true,
   "redlease-events": false,
   "redlease-otel": false,
   "redlease-metrics": false,
@@ -182,6 +197,8 @@ export const LABEL: Record<LibId, string> = {
   "redlease-permits": `redlease, ${PERMITS} permits`,
   "semaphore-permits": `redis-semaphore Semaphore, ${PERMITS} permits`,
   fairpermits: `floor: fair notified permits with a fence and an expiring queue, ${PERMITS} permits`,
+  "redlease-weighted": `redlease, ${PERMITS} permits, weights ${HEAVY} and 1`,
+  "semaphore-weighted": `redis-semaphore MultiSemaphore, ${PERMITS} permits, weights ${HEAVY} and 1`,
   "redlease-events": "redlease with an event handler",
   "redlease-otel": "redlease with OpenTelemetry metrics and spans",
   "redlease-metrics": "redlease with OpenTelemetry metrics",
@@ -247,6 +264,14 @@ export function settingsText(lib: LibId, tuned: boolean): string {
         `the second time`;
     case "redlease-permits":
       return `acquire(client, name, { permits: ${PERMITS}, waitMs: ${WAIT_MS} }) (watchdog mode), release(lease)`;
+    case "redlease-weighted":
+      return `acquire(client, name, { permits: ${PERMITS}, weight: k, waitMs: ${WAIT_MS} }) (watchdog mode), ` +
+        `release(lease); k = ${HEAVY} for every fourth worker, else 1`;
+    case "semaphore-weighted":
+      return (tuned
+        ? `new MultiSemaphore(ioredis, name, ${PERMITS}, k, { retryInterval: 1 })`
+        : `new MultiSemaphore(ioredis, name, ${PERMITS}, k) (defaults: retryInterval 10, acquireTimeout 10000, lockTimeout 10000)`) +
+        `; acquire(); release(); k = ${HEAVY} for every fourth worker, else 1`;
     case "semaphore-permits":
       return (tuned
         ? `new Semaphore(ioredis, name, ${PERMITS}, { retryInterval: 1 })`
@@ -302,6 +327,8 @@ export const CLIENT_COMMANDS: Record<LibId, RegExp> = {
   "redlease-permits": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
   // EVALSHA (+ EVAL after NOSCRIPT) from its Lua scripts; the refresh timer's EVALSHA too.
   "semaphore-permits": /^(evalsha|eval|script\|.*)$/,
+  "redlease-weighted": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
+  "semaphore-weighted": /^(evalsha|eval|script\|.*)$/,
   "redlease-events": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
   "redlease-otel": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
   "redlease-metrics": /^(evalsha|evalsha_ro|eval|script\|.*|subscribe|unsubscribe|ssubscribe|sunsubscribe|wait)$/,
@@ -539,11 +566,13 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
   switch (lib) {
     case "redlease":
     case "redlease-events":
-    case "redlease-permits": {
+    case "redlease-permits":
+    case "redlease-weighted": {
       const [{ createClient }, rl] = await Promise.all([import("redis"), import(redleaseUrl) as Promise<Any>]);
-      const kind = lib === "redlease-permits" ? { permits: PERMITS } : {};
+      const permits = lib === "redlease-permits" ? { permits: PERMITS } : {};
       return {
-        async connect(url) {
+        async connect(url, seat = { index: 0, of: 1 }) {
+          const kind = lib === "redlease-weighted" ? { permits: PERMITS, weight: weightOfSeat(seat.index) } : permits;
           const c = createClient({ url });
           c.on("error", onError("node-redis"));
           await c.connect();
@@ -975,6 +1004,26 @@ export async function load(lib: LibId, tuned: boolean, redleaseUrl: string): Pro
               await c.sendCommand(["EVALSHA", rel, "3", ...keys(name), owner, String(LEASE_MS), String(PERMITS)]);
             },
             close: async () => void await Promise.all([sub.quit(), c.quit()]),
+          };
+        },
+      };
+    }
+    case "semaphore-weighted": {
+      const { MultiSemaphore }: Any = await import("redis-semaphore");
+      await import("ioredis");
+      const options = tuned ? { retryInterval: 1 } : {};
+      return {
+        async connect(url, seat = { index: 0, of: 1 }) {
+          const c = await ioredisClient(url);
+          const weight = weightOfSeat(seat.index);
+          return {
+            async acquire(name) {
+              const s = new MultiSemaphore(c, name, PERMITS, weight, options);
+              await s.acquire();
+              return s;
+            },
+            release: async (h) => void await (h as Any).release(),
+            close: async () => void await c.quit(),
           };
         },
       };

@@ -3,10 +3,17 @@
  * sequences of script calls (acquire_set, release_set, extend_set, acquire, release, inspect, force_unlock, and
  * records written by hand that resemble the fast paths' patterns) run against TWO throwaway redis-servers, one
  * loaded with version A's scripts and one with version B's, and every reply and the lease's keys after every call
- * compared modulo time. A version is a git revision (its src/_scripts.ts, read with `git show`) or `.` (the working
- * tree's).
+ * compared modulo time. A version is a git revision (its src/_scripts.ts, read with `git show`), `.` (the working
+ * tree's), or `general` (the working tree's with the fast paths of acquire_set and release_set switched off, so that
+ * every call takes the general path: the reference for the fast paths of scripts that have no earlier version to
+ * compare with, such as weighted permits).
  *
  *   node --import tsx bench/fuzz_set_paths.ts [A=8063f8a^] [B=.] [ops=20000] [seed=1] [lanes=24]
+ *   node --import tsx bench/fuzz_set_paths.ts general . 20000     (weighted permits too: both versions know them)
+ *
+ * With weights (A and B both `.` or `general`), the kinds include k of n permits ("p3w2", "p3w3", "p2w2") in acquire
+ * calls and queue entries, and holds are not written by hand (a hand-written hold would have to keep the holder
+ * records' surplus, see lua/_holders.lua).
  *
  * Time: short leases (150, 450 ms) expire only while a lane sleeps (a lane runs at most 6 calls, about 20 ms,
  * between sleeps of 300 ms), so both servers see a hold on the same side of its expiry although their calls run a
@@ -42,8 +49,24 @@ const OPS = Number(process.argv[4] ?? 20_000),
   SEED = Number(process.argv[5] ?? 1),
   LANES = Number(process.argv[6] ?? 24);
 
+/** Whether both versions know weighted permits (see above). */
+const WEIGHTS = [A, B].every((v) => v === "." || v === "general");
+
 async function load(version: string): Promise<Scripts> {
   if (version === ".") return await import("../src/_scripts.ts");
+  if (version === "general") {
+    const current: Scripts = await import("../src/_scripts.ts");
+    // The fast paths' guards, as compacted into src/_scripts.ts, made false.
+    const off = (s: Script, guard: string): Script => {
+      if (!s.source.includes(guard)) throw new Error(`no fast path guard '${guard}' in the scripts: update the fuzzer`);
+      return { sha: "", source: s.source.replace(guard, "if false then") };
+    };
+    return {
+      ...current,
+      acquireSet: off(current.acquireSet, "if not ARGV[8]and not string.find(kind,'w',1,true)then"),
+      releaseSet: off(current.releaseSet, "if aid==''then"),
+    };
+  }
   const dir = join(import.meta.dirname, "results", "tmp");
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `scripts-${version.replace(/[^\w.-]/g, "_")}.ts`);
@@ -92,9 +115,14 @@ async function side(scripts: Scripts): Promise<Side> {
   await Promise.all([c.connect(), sub.connect()]);
   // The waiters of client "live" hear their grants; those of "dead" have no subscriber (dead entries).
   await sub.pSubscribe("*:w:live", () => {});
-  for (const s of Object.values(scripts) as Script[]) {
-    if (typeof s === "object" && s && "source" in s) await c.sendCommand(["SCRIPT", "LOAD", s.source]);
+  // (Each script by the SHA that SCRIPT LOAD answers: the `general` version's are not the generated ones.)
+  const loaded = { ...scripts } as Record<string, Script>;
+  for (const [key, s] of Object.entries(scripts) as [string, Script][]) {
+    if (typeof s === "object" && s && "source" in s) {
+      loaded[key] = { sha: String(await c.sendCommand(["SCRIPT", "LOAD", s.source])), source: s.source };
+    }
   }
+  scripts = loaded as Scripts;
   const raw = String(await c.sendCommand(["SCRIPT", "LOAD", RAW]));
   const dump = String(await c.sendCommand(["SCRIPT", "LOAD", DUMP]));
   return { server, c, scripts, raw, dump };
@@ -264,7 +292,7 @@ function normState(r: unknown[], reg: Registry, at: number): State {
 }
 
 // ---- the operations ----
-const KINDS = ["s", "p2", "p3"];
+const KINDS = WEIGHTS ? ["s", "p2", "p3", "p3w2", "p3w3", "p2w2"] : ["s", "p2", "p3"];
 const LEASES = ["150", "450", "30000"];
 interface Op {
   readonly what: string;
@@ -316,19 +344,22 @@ function gen(r: () => number, owners: string[], aids: string[], nfences: number)
   if (x < 0.80) return { what: "extend", script: "extend", keys: "h", args: [owner, ms, fence(), "", "GT"] };
   if (x < 0.85) return { what: "inspect", script: "inspect", keys: "all", args: [] };
   if (x < 0.86) return { what: "force_unlock", script: "forceUnlock", keys: "all", args: ["10000", "PUBLISH"] };
+  // (With weights, no hand-written records of holds: see above. A set record names the kind without its weight.)
+  if (WEIGHTS && x < 0.9) return gen(r, owners, aids, nfences);
+  const mode = kind.replace(/w\d+$/, "");
   // Records by hand that resemble the fast paths' patterns.
   const F = nfences > 0 && r() < 0.6 ? `@F${Math.floor(r() * nfences)}` : "1000000000000001";
   const y = r();
   const ttl = pick(["150", "450", "30000"]);
   if (y < 0.25) {
-    return { what: "raw set record", script: "raw", keys: "h", args: ["SET", "<h>", `${F}/${kind}`, "PX", ttl] };
+    return { what: "raw set record", script: "raw", keys: "h", args: ["SET", "<h>", `${F}/${mode}`, "PX", ttl] };
   }
   if (y < 0.35) return { what: "raw free record", script: "raw", keys: "h", args: ["SET", "<h>", F, "PX", ttl] };
   if (y < 0.45) {
     const rec = `${F}:${aid}:${pick(["1", "2", "12"])}:${r() < 0.2 ? "@T100" : ""}${r() < 0.2 ? "d60" : ""}:${owner}`;
     return { what: "raw exclusive record", script: "raw", keys: "h", args: ["SET", "<h>", rec, "PX", ttl] };
   }
-  if (y < 0.8) {
+  if (y < 0.8 && !WEIGHTS) {
     const rec = `${F}:${pick([aid, "", "a:b"])}:${pick(["1", "1", "2", "10"])}:${r() < 0.3 ? "1" : ""}:${kind}${
       r() < 0.2 ? ":60" : ""
     }`;

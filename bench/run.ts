@@ -26,6 +26,7 @@ import { createClient } from "redis";
 import {
   CLIENT_COMMANDS,
   FLOORS,
+  HEAVY,
   LABEL,
   type LibId,
   LIBS,
@@ -37,6 +38,8 @@ import {
   TUNABLE,
   UNCONTENDED_ONLY,
   WAIT_MS,
+  WEIGHTED_LIBS,
+  weightOfSeat,
 } from "./_libs.ts";
 import { killAllChildren, runOnce, Worker } from "./_proc.ts";
 import { type B3Rep, type ColdRep, render, type Run, type Size, type UncRep, type Variant } from "./report/render.ts";
@@ -71,7 +74,7 @@ function parseArgs(argv: string[]) {
     reps: undefined as number | undefined,
     w2Reps: undefined as number | undefined,
     ws: [2, 8, 32],
-    phases: ["b1", "b3", "b5", "b6"],
+    phases: ["b1", "b3", "b5", "b6", "b7"],
     window: undefined as number | undefined,
     out: undefined as string | undefined,
     pause: 0,
@@ -124,7 +127,7 @@ const load3 = () => loadavg().map(r2);
 
 function variants(only: string[] | undefined): Variant[] {
   const out: Variant[] = [];
-  for (const lib of [...LIBS, ON_GLIDE, ...UNCONTENDED_ONLY, ...FLOORS, ...PERMIT_LIBS]) {
+  for (const lib of [...LIBS, ON_GLIDE, ...UNCONTENDED_ONLY, ...FLOORS, ...PERMIT_LIBS, ...WEIGHTED_LIBS]) {
     const add = (tuned: boolean) => {
       const id = tuned ? `${lib}@1ms` : lib;
       if (only && !only.includes(id) && !only.includes(lib)) return;
@@ -370,14 +373,24 @@ async function round(
       if (Number.isFinite(next.d)) wake.push(next.a - next.d);
     }
   }
-  if (PERMIT_LIBS.includes(v.lib)) {
-    // n permits: an overlap is a moment with more than n holds at once (consecutive holds overlap by design).
+  const weighted = WEIGHTED_LIBS.includes(v.lib);
+  if (PERMIT_LIBS.includes(v.lib) || weighted) {
+    // n permits: an overlap is a moment with more than n taken at once (consecutive holds overlap by design); in B7
+    // each hold takes its worker's weight.
     overlaps = 0;
     let now = 0;
-    const events = all.flatMap((x) => [[x.a, 1], [x.r, -1]] as const).sort((p, q) => p[0] - q[0] || p[1] - q[1]);
+    const weight = (x: { w: number }) => weighted ? weightOfSeat(x.w) : 1;
+    const events = all.flatMap((x) => [[x.a, weight(x)], [x.r, -weight(x)]] as const)
+      .sort((p, q) => p[0] - q[0] || p[1] - q[1]);
     for (const [, d] of events) if ((now += d) > PERMITS && d > 0) overlaps++;
   }
   const perWorker = Array.from({ length: W }, (_, i) => all.filter((x) => x.w === i && inWindow(x)).length);
+  const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / Math.max(1, xs.length);
+  const heavyPerLight = weighted
+    ? r3(
+      mean(perWorker.filter((_, i) => weightOfSeat(i) > 1)) / mean(perWorker.filter((_, i) => weightOfSeat(i) === 1)),
+    )
+    : undefined;
   const inWin = all.filter(inWindow).length;
   const g = sortedF64(gaps);
   const waits = sortedF64(all.map((x) => x.a - x.c));
@@ -418,6 +431,7 @@ async function round(
     clientCpuUs: r2(clientCpu / n),
     clientWakeups: r2(wakeups / n),
     maxClockOffsetMs: r3(Math.max(...ws.map((w) => Math.abs(w.offset)))),
+    heavyPerLight,
   };
   if (quiet) return res;
   console.log(
@@ -577,11 +591,14 @@ async function main() {
   const o = parseArgs(process.argv.slice(2));
   const vs = variants(o.only);
   if (vs.length === 0) throw new Error(`--only ${o.only?.join(",")} matches no library (${LIBS.join(", ")})`);
-  const libs = [...new Set(vs.map((v) => v.lib))].filter((l) => !FLOORS.includes(l) && !PERMIT_LIBS.includes(l)); // B1, B2, B5
+  const setLibs = [...PERMIT_LIBS, ...WEIGHTED_LIBS];
+  const libs = [...new Set(vs.map((v) => v.lib))].filter((l) => !FLOORS.includes(l) && !setLibs.includes(l)); // B1, B2, B5
   const b6vs = vs.filter((v) => PERMIT_LIBS.includes(v.lib)); // B6 only
-  const b3vs = vs.filter((v) => !UNCONTENDED_ONLY.includes(v.lib) && !PERMIT_LIBS.includes(v.lib)); // B1/B2 only
+  const b7vs = vs.filter((v) => WEIGHTED_LIBS.includes(v.lib)); // B7 only
+  const b3vs = vs.filter((v) => !UNCONTENDED_ONLY.includes(v.lib) && !setLibs.includes(v.lib)); // B1/B2 only
   const poolLibs = [...new Set(b3vs.map((v) => v.lib))];
   const permitLibs = [...new Set(b6vs.map((v) => v.lib))];
+  const weightedLibs = [...new Set(b7vs.map((v) => v.lib))];
   const t0 = performance.now();
   const cmdline = `node --import tsx bench/run.ts ${process.argv.slice(2).join(" ")}`.trim();
 
@@ -629,6 +646,7 @@ async function main() {
     unc: [],
     b3: [],
     b6: [],
+    b7: [],
     cold: [],
     sizes: [],
     errors: [],
@@ -744,6 +762,39 @@ async function main() {
               run.errors.push(`B6 ${v.id} W=${W} rep ${rep}: ${String(e)}`);
               await Promise.all(pool.map((w) => w.stop()));
               pool = await spawnPool(maxW, url, permitLibs);
+            }
+          }
+        }
+      }
+      await Promise.all(pool.map((w) => w.stop()));
+      pool = [];
+    }
+
+    if (o.phases.includes("b7") && b7vs.length) {
+      phase("b7");
+      const maxW = Math.max(...o.ws);
+      console.log(
+        `\nB7 weighted permits (${PERMITS} permits of one name, weights ${HEAVY} and 1, 1 ms critical section, ${o.b3Ms} ms window)`,
+      );
+      pool = await spawnPool(maxW, url, weightedLibs);
+      for (const v of b7vs) {
+        try {
+          await round({ ...o, b3Ms: o.quick ? 300 : 800 }, server, admin, pool, v, maxW, -1, true);
+        } catch (e) {
+          console.error(`  warm-up ${v.id}: ${String(e)}`);
+        }
+      }
+      for (let rep = 0; rep < o.reps; rep++) {
+        console.log(`  run ${rep + 1}/${o.reps}`);
+        for (const W of o.ws) {
+          for (const v of rotate(b7vs, rep)) {
+            try {
+              run.b7!.push(await round(o, server, admin, pool, v, W, rep));
+            } catch (e) {
+              console.error(`  ${v.id} W=${W} rep ${rep}: ${String(e)}`);
+              run.errors.push(`B7 ${v.id} W=${W} rep ${rep}: ${String(e)}`);
+              await Promise.all(pool.map((w) => w.stop()));
+              pool = await spawnPool(maxW, url, weightedLibs);
             }
           }
         }

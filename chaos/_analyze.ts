@@ -290,10 +290,12 @@ export function analyze(input: AnalyzeInput): Analysis {
       }
     }
   }
-  // Permits: never more than n live sections at once, on the resource server's clock.
+  // Permits: never more than n live sections at once, on the resource server's clock (weighted: never more than n
+  // permits, each section counting its hold's weight).
   let maxConcurrent = 0;
-  if (spec.kind === "permits") {
-    const events = stamped.filter((s) => !isLost(s)).flatMap((s) => [[s.opStart, 1], [s.opEnd, -1]] as const)
+  if (spec.kind === "permits" || spec.kind === "weighted") {
+    const events = stamped.filter((s) => !isLost(s))
+      .flatMap((s) => [[s.opStart, s.weight ?? 1], [s.opEnd, -(s.weight ?? 1)]] as const)
       .sort((x, y) => x[0] - y[0] || x[1] - y[1]);
     let now = 0;
     for (const [, d] of events) {
@@ -303,7 +305,8 @@ export function analyze(input: AnalyzeInput): Analysis {
     const n = spec.permits ?? 2;
     if (maxConcurrent > n) {
       overlapsLive += maxConcurrent - n;
-      problems.push(`${maxConcurrent} live permit holders at once on the resource server (n = ${n})`);
+      const what = spec.kind === "weighted" ? "permits taken by live holders" : "live permit holders";
+      problems.push(`${maxConcurrent} ${what} at once on the resource server (n = ${n})`);
     }
   }
   // Live exclusive sections in server order (for live holders, that is grant order).
@@ -485,7 +488,7 @@ export function analyze(input: AnalyzeInput): Analysis {
   if (sections.length === 0) problems.push("no critical sections at all");
 
   // Grant order, idle and unaware checks reason about one holder at a time: exclusive kinds only.
-  const tl = spec.kind === "shared" || spec.kind === "permits"
+  const tl = spec.kind === "shared" || spec.kind === "permits" || spec.kind === "weighted"
     ? timeline({ ...input, workers: [] }, [], []) // not measured (null)
     : timeline(input, sections, problems);
   if (Number(spec.acquireOptions?.lockDelayMs ?? 0) > 0 && tl.lockDelay === null) {

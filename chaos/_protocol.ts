@@ -70,7 +70,7 @@ export type WorkerFault =
   | { kind: "block"; atMs: number; blockMs: number };
 
 /** See WorkerConfig.kind. */
-export type LeaseMode = "names" | "elect" | "shared" | "permits";
+export type LeaseMode = "names" | "elect" | "shared" | "permits" | "weighted";
 
 /**
  * A lock side other than one plain redis-server (the topology scenarios, chaos/_topology.ts): the worker connects
@@ -123,10 +123,13 @@ export interface WorkerConfig {
   /**
    * The kind of lease (default: one exclusive lease). "names": one lease over the name and `<name>:b`; "elect":
    * campaign() for the name; "shared": every third section of a worker is a writer (exclusive), the others readers
-   * (shared, read-only); "permits": one of `permits` permits (read-only sections).
+   * (shared, read-only); "permits": one of `permits` permits (read-only sections); "weighted": `weight` of `permits`
+   * permits (read-only sections).
    */
   kind?: LeaseMode;
   permits?: number;
+  /** The permits this worker takes at once ("weighted"). */
+  weight?: number;
   /**
    * Checker self-test only: do not acquire the lease at all. Each "section" takes a fresh fence from an INCR on
    * the lock server (as if granted) and runs unprotected, so the checker must report overlaps and lost updates.
@@ -169,6 +172,8 @@ export interface Section {
   w: string;
   /** A read-only section (a shared hold's reader, or a permit): it may overlap other read-only sections. */
   readOnly?: boolean;
+  /** The permits the section's hold took (weighted permits; else 1). */
+  weight?: number;
   seq: number;
   fence: number;
   /** Wall ms when acquire() returned the lease. */

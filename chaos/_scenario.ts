@@ -288,6 +288,8 @@ export async function runScenario(spec: ScenarioSpec, log: (line: string) => voi
         owner: spec.fixedOwners?.includes(i) ? fixedOwner(id) : undefined,
         kind: spec.kind,
         permits: spec.permits,
+        // Weighted permits: every other worker takes 2 at once, the others 1.
+        weight: spec.kind === "weighted" ? 1 + (i % 2) : undefined,
         resource: spec.resource && { ...spec.resource, prefix: resPrefix, pgUrl: pgServer?.url },
         acquireOptions: spec.acquireOptions,
       };

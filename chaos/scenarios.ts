@@ -393,8 +393,9 @@ export function networkScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpe
 /**
  * Every kind of lease under every network fault of `networkScenarios`, each as that scenario runs it for the lock
  * (`kind-<kind>-<fault>`, e.g. kind-permits-lost-reply): "names": one lease over two names; "elect": campaign();
- * "shared": every third section a writer, the others readers; "permits": one of 2. The checker counts, on the
- * resource server's clock, overlaps of exclusive sections with anything, and more than 2 live permit holders at once.
+ * "shared": every third section a writer, the others readers; "permits": one of 2; "weighted": 3 permits, every other
+ * worker taking 2 at once and the others 1. The checker counts, on the resource server's clock, overlaps of
+ * exclusive sections with anything, and more than n permits taken by live holders at once.
  */
 export function kindScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[] {
   const kinds = [
@@ -402,6 +403,7 @@ export function kindScenarios(workers: Runtime[] = ALL_RUNTIMES): ScenarioSpec[]
     { kind: "elect" as const, what: "leader election (campaign)" },
     { kind: "shared" as const, what: "shared leases (1 section in 3 a writer)" },
     { kind: "permits" as const, what: "2 permits", permits: 2 },
+    { kind: "weighted" as const, what: "3 permits, weights 2 and 1", permits: 3 },
   ];
   return kinds.flatMap(({ kind, what, permits }) =>
     networkScenarios(workers).map((s) => ({

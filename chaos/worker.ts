@@ -232,8 +232,8 @@ while (wall() < endWall) {
           ? campaign(lock, cfg.name, options)
           : cfg.kind === "shared" && seq % 3 !== 0
           ? acquire(lock, cfg.name, { ...options, shared: true })
-          : cfg.kind === "permits"
-          ? acquire(lock, cfg.name, { ...options, permits: cfg.permits ?? 2 })
+          : cfg.kind === "permits" || cfg.kind === "weighted"
+          ? acquire(lock, cfg.name, { ...options, permits: cfg.permits ?? 2, weight: cfg.weight })
           : acquire(lock, cfg.name, options),
         acqStart,
       );
@@ -248,6 +248,7 @@ while (wall() < endWall) {
   }
   const s: Section = { w: cfg.id, seq: seq++, fence, start: wall(), end: 0, acqStart };
   if (lease && lease.kind !== "exclusive") s.readOnly = true;
+  if (cfg.weight !== undefined && lease) s.weight = cfg.weight;
   // No lease (self-test): a signal that never aborts.
   const signal = lease?.signal ?? new AbortController().signal;
   const onAbort = () => {

@@ -11,9 +11,10 @@ export const INSPECT_HELP = `Usage: redlease inspect [PATTERN] [options]
 
 List the held leases whose names match PATTERN, a Redis glob (* ? [abc] \\x; default *), after a line
 that names the Redis server, database and key prefix read. One row per lease: name, kind (exclusive,
-shared, or N permits), owners (an exclusive holder that also holds it shared is listed twice), hold
-counts, remaining TTL, fence (the latest fencing token), the number of queued waiters (entries of waiters
-that died count until a release skips them) and HOLDER: who holds it, by label. A lease in its lock
+shared, or T of N permits: T taken), owners (an exclusive holder that also holds it shared is listed
+twice), hold counts, weights (the permits each holds; 1 for other holds), remaining TTL, fence (the
+latest fencing token), the number of queued waiters (entries of waiters that died count until a
+release skips them) and HOLDER: who holds it, by label. A lease in its lock
 delay (a hold with 'lockDelayMs' expired without a release: granted to nobody until the delay ends) is
 listed too: its vanished owners are marked '(delayed)', and REMAINING says 'delay' and what is left of it. A 'redlease run' or
 'elect' labels its hold host=… pid=… cmd=…; a library hold shows the 'label' option it was acquired with,
@@ -22,9 +23,10 @@ else '-'. Names, owners and labels are shown with control and format characters 
 released meanwhile may be missed.
 
 Options:
-  --json           print a JSON array of { name, held, kind, permits, owners: [{ owner, label, holds,
-                   kind, remainingMs, lockDelayMs }], remainingMs, fence, waiters, delayed: [as owners,
-                   remainingMs what is left of the delay], delayMs } instead of the line and table
+  --json           print a JSON array of { name, held, kind, permits, permitsTaken, owners: [{ owner,
+                   label, holds, kind, weight, remainingMs, lockDelayMs }], remainingMs, fence, waiters,
+                   delayed: [as owners, remainingMs what is left of the delay], delayMs } instead of the
+                   line and table
   --all            also list names that are not held but still have a record (a fence kept for 10s
                    after release, or queued waiters)
   --url URL        Redis URL (default: $REDIS_URL, else redis://localhost:6379)
@@ -74,6 +76,7 @@ function toJson(infos: readonly LeaseInfo[]): string {
     label: o.label ?? null,
     holds: o.holds,
     kind: o.kind,
+    weight: o.weight,
     remainingMs: o.remainingMs,
     lockDelayMs: o.lockDelayMs,
   });
@@ -83,6 +86,7 @@ function toJson(infos: readonly LeaseInfo[]): string {
       held: i.held,
       kind: i.kind,
       permits: i.permits,
+      permitsTaken: i.permitsTaken,
       owners: i.owners.map(holder),
       remainingMs: i.remainingMs,
       fence: i.fence,
@@ -105,9 +109,10 @@ function toTable(infos: readonly LeaseInfo[]): string {
       .filter((s) => s !== "").join(", ");
     return [
       printable(i.name),
-      i.kind === "permits" ? `${i.permits} permits` : i.kind,
+      i.kind === "permits" ? `${i.permitsTaken} of ${i.permits} permits` : i.kind,
       all.length > 0 ? all.map((o, n) => printable(ownerId(o.owner, o.label)) + mark(n)).join(", ") : "-",
       all.length > 0 ? all.map((o) => String(o.holds)).join(", ") : "0",
+      all.length > 0 ? all.map((o) => String(o.weight)).join(", ") : "0",
       remaining === "" ? "-" : remaining,
       i.fence === 0 ? "-" : String(i.fence),
       String(i.waiters),
@@ -116,9 +121,9 @@ function toTable(infos: readonly LeaseInfo[]): string {
     ];
   });
   return textTable(
-    ["NAME", "KIND", "OWNER", "HOLDS", "REMAINING", "FENCE", "WAITERS", "HOLDER"],
+    ["NAME", "KIND", "OWNER", "HOLDS", "WEIGHT", "REMAINING", "FENCE", "WAITERS", "HOLDER"],
     rows,
-    ["left", "left", "left", "right", "right", "right", "right", "left"],
+    ["left", "left", "left", "right", "right", "right", "right", "right", "left"],
   );
 }
 

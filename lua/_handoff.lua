@@ -4,16 +4,20 @@
 -- @include _holders.lua
 -- The queue is a sorted set: entry -> server µs when queued. An entry is
 --   "<client id>|<attempt id>|<lease ms>[d<lock delay ms>]|<claim ms>|<kind>|<owner>", kind "x" (exclusive), "s"
---   (shared) or "p<n>"; a lock delay (see _record.lua, _holders.lua) goes with the hold granted.
+--   (shared), "p<n>" or "p<n>w<k>" (k of n permits); a lock delay (see _record.lua, _holders.lua) goes with the hold
+--   granted.
 -- admit(w): grants waiters from the head of the queue, oldest first, while each can proceed: an exclusive waiter when
---   nothing is held (and then it stops), a shared waiter while the lease is free or shared, a permit waiter while the
---   lease is free or fewer than its n permits are taken. `w` is the admission, by name (built only where a queue
---   exists: the uncontended paths build no table):
+--   nothing is held (and then it stops), a shared waiter while the lease is free or shared, a permit waiter of weight
+--   k while the lease is free or k more of its n permits are free. It stops at the first waiter that cannot proceed
+--   (strict FIFO: a waiter of weight k at the head is not passed by lighter ones behind it). A set waiter whose
+--   owner holds the lease with another weight is dropped unnotified: its own next check is refused. `w` is the
+--   admission, by name (built only where a queue exists: the uncontended paths build no table):
 --     w.h, w.q, w.s, w.d  the lease key, its queue, holder set and holder records
 --     w.pub   the publish command (PUBLISH or SPUBLISH)
 --     w.last  the latest fence; updated (admission and dead entries consume fences)
---     w.mode, w.n  the state, with no exclusive holder: mode nil (free) or the kind of the live holds, n of them;
---             updated as waiters are admitted (mode nil, n 0 after an exclusive grant)
+--     w.mode, w.n  the state, with no exclusive holder: mode nil (free) or the kind of the live holds (no weight),
+--             using n permits (holds, each counted by its weight); updated as waiters are admitted (mode nil, n 0
+--             after an exclusive grant)
 --     w.self  the caller's attempt id, or nil
 --     w.top   a ZPOPMIN reply the caller popped already, or nil
 --     w.now   the server µs, or nil to read it here
@@ -55,7 +59,8 @@ local function admit(w)
     local cid, wid, ms, lag, cms, kind, owner =
       string.match(top[1], '^([^|]*)|([^|]*)|(%d+)d?(%d*)|(%d+)|([^|]*)|(.*)$')
     lag = tonumber(lag)
-    local cap = cid and tonumber(string.match(kind, '^p(%d+)$'))
+    local cap = cid and tonumber(string.match(kind, '^p(%d+)'))
+    local wt = cap and weight_of(kind) or 1
     -- Whether this waiter can proceed; nil for a member that is not an entry this library writes (dropped).
     -- The owner's live hold, for a set waiter whose owner holds the lease already: a re-entry takes no new permit.
     local mf, ma, mc, mu, mk, md, ok = nil, nil, nil, nil, nil, nil, nil
@@ -69,13 +74,15 @@ local function admit(w)
         if exp > now then ok = false end
       end
     end
-    if ok == false then
+    if ok == nil and mf and mk ~= kind and mode_of(mk) == mode_of(kind) then
+      -- (Its owner holds the lease with another weight: dropped, see above.)
+    elseif ok == false then
     elseif kind == 'x' then
       ok = not mode
     elseif kind == 's' then
       ok = not mode or mode == 's'
     elseif cap then
-      ok = (not mode or mode == kind) and (n < cap or mf ~= nil)
+      ok = (not mode or mode == mode_of(kind)) and (n + wt <= cap or mf ~= nil)
     end
     if ok == false then
       if not peeked then
@@ -114,12 +121,13 @@ local function admit(w)
           local lus = (lag or 0) * 1000
           us = us + lus
           put(s, d, owner, f, wid, 1, true, us, kind, n == 0, now + tonumber(ms) * 1000 + lus, lag)
-          n = n + 1
+          add_surplus(d, wt - 1)
+          n = n + wt
         end
-        mode = kind
+        mode = mode_of(kind)
         -- (Read after this hold was written, the latest includes it.)
         maxus = math.max(maxus or latest(s), us)
-        write_set(h, last, kind, maxus)
+        write_set(h, last, mode, maxus)
         first = last
       end
     end

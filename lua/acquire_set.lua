@@ -12,20 +12,22 @@
 -- ARGV[4]  queue entry for this waiter, or "" when the caller does not wait
 -- ARGV[5]  queue TTL ms
 -- ARGV[6]  publish command: PUBLISH or SPUBLISH
--- ARGV[7]  kind: "s" (shared) or "p<n>" (one of n permits)
+-- ARGV[7]  kind: "s" (shared), "p<n>" (one of n permits) or "p<n>w<k>" (k of n permits at once: a weighted hold)
 -- ARGV[8]  lock delay ms (> 0), or omitted for none: a hold granted to this call that expires without a release
 --          keeps its place (its share or permit) from everyone for that long after (see _holders.lua)
 -- Returns  as acquire.lua: the fence (> 0) when held now; else -1 - the ms after which to try again, or for a
 --          waiting caller { that number, µs when it was queued, 1 if this call queued it else 0 };
 --          or "!x" when permits are asked of a lease held exclusively, "!<mode>" when the lease is held in another
---          set mode (shared, or another number of permits). When this call passed on a grant its waiter never
+--          set mode (shared, or another number of permits), "!wp<n>" when this owner holds the permits with another
+--          weight (a re-entry must ask the weight it holds). When this call passed on a grant its waiter never
 --          claimed (an exclusive one it took back, or a set hold still unclaimed that its purge dropped), a number
 --          reply comes as { that number, 0, 0, 1 } and a table reply with a 4th element 1 (as acquire.lua's).
 local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, ms, aid, entry, pub, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[6], ARGV[7]
 -- The common cases come first, with no closure but busy() and no table (each helper is included after them): a
 -- lease free or held in this kind with no expired hold to purge, and no lock delay asked, where this call takes a
--- hold, is told to wait (all permits taken), or claims the grant made to this attempt. The fence digits are the
+-- hold, is told to wait (all permits taken), or claims the grant made to this attempt; for weight 1 only, with no
+-- weighted hold live (no surplus: see _holders.lua). The fence digits are the
 -- server time in µs, as acquire.lua's. Anything else (a queue ahead of a free place, a re-entry, an exclusive or
 -- other record, a hold to purge, a lock delay) takes the general path below, which reads nothing written here.
 -- @include _constants.lua
@@ -36,7 +38,7 @@ if #us < 6 then us = string.rep('0', 6 - #us) .. us end
 local fresh = t[1] .. us
 local now = tonumber(fresh)
 local v = redis.call('GET', h)
-if not ARGV[8] then
+if not ARGV[8] and not string.find(kind, 'w', 1, true) then
   -- The last fence (digits) and the live holds, where this path applies.
   -- (Watched, see inspect.lua: the watch key wk counts in an EXISTS made anyway, and a new hold is told on wk.)
   local last, n, wk, seen = nil, nil, h .. ':n', false
@@ -57,8 +59,12 @@ if not ARGV[8] then
   end
   local cap = tonumber(string.match(kind, '^p(%d+)$'))
   if n and n > 0 then
-    local mine = redis.call('HGET', d, owner)
-    if mine then
+    local got = redis.call('HMGET', d, owner, '')
+    local mine = got[1]
+    if got[2] then
+      -- (Weighted holds live: more permits are used than there are holds. The general path counts them.)
+      n = nil
+    elseif mine then
       -- Its grant to this attempt, by message or not yet claimed: claimed (a re-entry takes the general path).
       local mf, ma, mc, _u = string.match(mine, '^(%d+):([^:]*):(%d+):(1?):[sp]%d*$')
       local exp = tonumber(redis.call('ZSCORE', s, owner))
@@ -111,6 +117,8 @@ end
 local until_us = now + tonumber(ms) * 1000
 local lag = tonumber(ARGV[8])
 local lus = (lag or 0) * 1000
+-- How the lease is held with this hold (its kind without weight), and how many permits it takes.
+local km, wt = mode_of(kind), weight_of(kind)
 
 -- Whether this call passed on a grant that its waiter never claimed: the reply says so.
 local passed = false
@@ -168,16 +176,18 @@ end
 -- (An expired hold still unclaimed is a grant its waiter never claimed: dropped, it is passed on.)
 local n, mode, lapsed = holders(s, d, now, smode, aid)
 if lapsed then passed = true end
-if mode and mode ~= kind then return '!' .. mode end
+if mode and mode ~= km then return '!' .. mode end
 if mode then
   -- This owner's live hold: re-entered, or claimed by the attempt it was granted to (a retry, or a handoff whose
   -- message crossed this call). A re-entry while the hold is still unclaimed claims it, and keeps the waiter's
   -- attempt id so that its own re-check still finds its grant (as acquire.lua does).
-  local mf, ma, mc, unclaimed, _k, md = hold_of(d, owner)
+  local mf, ma, mc, unclaimed, mk, md = hold_of(d, owner)
   if mf then
     local exp = tonumber(redis.call('ZSCORE', s, owner))
     -- (Its hold in its lock delay: dead for it too, it waits for the delay's end.)
     if exp - md * 1000 <= now then return wait(math.floor((exp - now) / 1000) + 1) end
+    -- (A re-entry takes no more permits: it must ask the weight its hold has.)
+    if mk ~= kind then return '!w' .. mode end
     exp = math.max(until_us + md * 1000, exp)
     if ma == aid then
       put(s, d, owner, mf, aid, mc, false, exp, kind, false, nil, md)
@@ -188,15 +198,17 @@ if mode then
     return done(mf)
   end
 end
-local cap = tonumber(string.match(kind, '^p(%d+)$'))
+local cap = tonumber(string.match(kind, '^p(%d+)'))
 if cap and n >= cap then return wait(earliest(s, now)) end
--- FIFO: queued waiters go first; the run admitted may reach this caller, or empty the queue.
+-- FIFO: queued waiters go first; the run admitted may reach this caller, or empty the queue. (A caller too heavy for
+-- the permits left still admits the waiters ahead of it that fit.)
 local queued = redis.call('EXISTS', q) == 1
+if cap and n + wt > cap and not queued then return wait(earliest(s, now)) end
 if queued then
   local w = { h = h, q = q, s = s, d = d, pub = pub, last = fence, self = aid, mode = mode, n = n, now = now }
   local r = admit(w)
   fence, mode, n = w.last, w.mode, w.n
-  if (r ~= 'self' and r ~= 'empty') or (mode and mode ~= kind) or (cap and n >= cap) then
+  if (r ~= 'self' and r ~= 'empty') or (mode and mode ~= km) or (cap and n + wt > cap) then
     if w.granted then return wait(w.granted) end
     if n > 0 then return wait(earliest(s, now)) end
     return wait(math.max(redis.call('PTTL', h), 1))
@@ -205,11 +217,12 @@ if queued then
 end
 local f = next_fence(fence, now)
 put(s, d, owner, f, aid, 1, false, until_us + lus, kind, n == 0, nil, lag)
-write_set(h, f, kind, n == 0 and until_us + lus or latest(s))
+add_surplus(d, wt - 1)
+write_set(h, f, km, n == 0 and until_us + lus or latest(s))
 local r = done(f)
 -- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits); none when nobody
 -- was queued before (this script queued nobody since).
 if queued and redis.call('EXISTS', q) == 1 then
-  admit({ h = h, q = q, s = s, d = d, pub = pub, last = f, mode = kind, n = n + 1, now = now })
+  admit({ h = h, q = q, s = s, d = d, pub = pub, last = f, mode = km, n = n + wt, now = now })
 end
 return r

@@ -23,7 +23,7 @@ put(s, d, ARGV[1], mf, ma, mc, false, us, kind, false, nil, md)
 local v = redis.call('GET', h)
 local _f, _a, _c, _b, gowner = record(v)
 if not v then
-  write_set(h, mf, kind, latest(s))
+  write_set(h, mf, mode_of(kind), latest(s))
 elseif not gowner then
   redis.call('PEXPIREAT', h, at_ms(us), 'GT')
 end

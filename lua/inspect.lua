@@ -5,7 +5,8 @@
 -- Returns  { fence, pttl, waiters, mode, then per holder: owner, holds, kind, ms left, lock delay ms }
 --          fence 0 when no record exists; pttl -2 when the key does not exist; waiters = queue length
 --          (entries of waiters that died are counted until a handoff skips them); mode "x" (exclusive or free),
---          "s" (shared) or "p<n>" (n permits); kind "x" for the exclusive holder, else the kind of a set hold.
+--          "s" (shared) or "p<n>" (n permits); kind "x" for the exclusive holder, else the kind of a set hold
+--          ("p<n>w<k>" for a hold of k permits).
 --          Expired set holds are not listed (they are dropped by the next script that changes the lease). A hold
 --          with a lock delay (see _record.lua) is listed until its delay ends: its ms left (of the hold, for its
 --          owner) is then <= 0, and ms left + lock delay is what is left of the delay.
@@ -26,7 +27,7 @@ local first = redis.call('ZRANGEBYSCORE', s, '(' .. string.format('%d', now), '+
 local mode = 'x'
 if first[1] and not owner then
   local _f, _a, _c, _u, k = hold_of(d, first[1])
-  mode = k or 'x'
+  mode = k and mode_of(k) or 'x'
 end
 local out = { fence, pttl, redis.call('ZCARD', KEYS[2]), mode }
 if owner then

@@ -1,5 +1,6 @@
 -- release_set: drop one shared hold or permit of this owner; on its last hold, admit the waiters that can now
--- proceed (a freed permit: one waiter; the last shared hold gone: the exclusive waiter at the head). With an attempt
+-- proceed (k permits freed: the waiters at the head that now fit, in order; the last shared hold gone: the exclusive
+-- waiter at the head). With an attempt
 -- id it undoes that acquire call instead (see release.lua).
 -- KEYS[1]  lease key
 -- KEYS[2]  wait queue
@@ -16,10 +17,10 @@ local h, q, s, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold_fence, aid, entry = ARGV[3], ARGV[4] or '', ARGV[5] or ''
 if entry ~= '' then redis.call('ZREM', q, entry) end
 local owner = ARGV[1]
--- The common case first, with no closure and no table: a plain release of a live single hold without a lock delay
--- ("<fence>:<attempt id>:1:<unclaimed>:<kind>", see _holders.lua) is dropped here; with nobody queued it is done
--- here too when live holds stay (the set record is theirs; expired ones among them are purged by whoever next
--- counts them) or none is left at all (the fence kept). Anything else (only expired holds left, the admission of
+-- The common case first, with no closure and no table: a plain release of a live single hold of weight 1 without a
+-- lock delay ("<fence>:<attempt id>:1:<unclaimed>:<kind>", see _holders.lua) is dropped here; with nobody queued it
+-- is done here too when live holds stay (the set record is theirs; expired ones among them are purged by whoever
+-- next counts them) or none is left at all (the fence kept). Anything else (only expired holds left, the admission of
 -- waiters) takes the general path below.
 local now, dropped
 if aid == '' then
@@ -56,7 +57,7 @@ end
 -- @include _handoff.lua
 if not dropped then
   now = now or now_us()
-  local mf, ma, mc, unclaimed, kind, md = hold_of(d, owner)
+  local mf, ma, mc, unclaimed, kind, md, wt = hold_of(d, owner)
   if not mf then return 0 end
   local exp = tonumber(redis.call('ZSCORE', s, owner))
   -- (A hold in its lock delay is not its owner's: its release changes nothing, the delay runs out.)
@@ -69,6 +70,7 @@ if not dropped then
   end
   redis.call('ZREM', s, owner)
   redis.call('HDEL', d, owner)
+  add_surplus(d, 1 - wt)
 end
 local fence, _, _, _, gowner, smode = record(redis.call('GET', h))
 -- An exclusive holder (the owner, whose downgrade this was) excludes everyone else still.

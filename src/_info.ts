@@ -1,5 +1,5 @@
 // What inspect() and watch() report of one lease: the public types and the conversion of an inspect.lua snapshot.
-import { kindName, labelOf, permitsOf, type Snapshot } from "./_protocol.ts";
+import { kindName, labelOf, permitsOf, type Snapshot, weightOf } from "./_protocol.ts";
 import type { LeaseKind } from "./lease.ts";
 
 /** One holder of a lease, as `inspect()` (and `watch()`) reports it. */
@@ -12,6 +12,8 @@ export interface LeaseHolder {
   readonly holds: number;
   /** How it holds the lease (an exclusive holder may hold it shared as well: then it is listed twice). */
   readonly kind: LeaseKind;
+  /** How many permits it holds (its `weight`); 1 for any other hold. */
+  readonly weight: number;
   /**
    * Remaining TTL of this hold in ms; for a hold in `delayed`, what is left of its lock delay (the time until its
    * place is free).
@@ -34,6 +36,11 @@ export interface LeaseInfo {
   readonly kind: "exclusive" | "shared" | "permits";
   /** The number of permits while held as permits, else undefined. */
   readonly permits: number | undefined;
+  /**
+   * While held as permits, how many of them are taken: the weights of `owners` and `delayed` summed (never above
+   * `permits`), else undefined.
+   */
+  readonly permitsTaken: number | undefined;
   /** Holders and their reentrant hold counts (at most one exclusive holder). */
   readonly owners: ReadonlyArray<LeaseHolder>;
   /** Remaining TTL in ms while held (the latest of its holds), else 0. */
@@ -66,6 +73,7 @@ export function leaseInfo(name: string, snapshot: Snapshot): LeaseInfo {
       label: labelOf(holder.owner),
       holds: holder.holds,
       kind: kindName(holder.kind),
+      weight: weightOf(holder.kind),
       remainingMs: Math.max(0, inDelay ? holder.pttl + holder.lockDelayMs : holder.pttl),
       lockDelayMs: holder.lockDelayMs,
     });
@@ -74,12 +82,16 @@ export function leaseInfo(name: string, snapshot: Snapshot): LeaseInfo {
   const delayMs = delayed.length > 0 ? Math.max(...delayed.map((owner) => owner.remainingMs)) : 0;
   const kind = kindName(snapshot.mode, "permits");
   const permits = permitsOf(snapshot.mode);
+  const permitsTaken = permits === undefined
+    ? undefined
+    : [...owners, ...delayed].reduce((sum, holder) => sum + holder.weight, 0);
   const remainingMs = held ? Math.max(...owners.map((owner) => owner.remainingMs)) : 0;
   return {
     name,
     held,
     kind,
     permits,
+    permitsTaken,
     owners,
     remainingMs,
     fence: snapshot.fence,

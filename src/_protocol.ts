@@ -45,9 +45,13 @@ export interface ScriptRunner {
   ): Promise<R>;
 }
 
-/** The kind letters for the public options: exclusive (neither given), `shared: true`, or one of `permits`. */
-export function kindOf(shared: boolean, permits: number | undefined): Kind {
-  return permits !== undefined ? `p${permits}` : shared ? "s" : "x";
+/**
+ * The kind letters for the public options: exclusive (neither given), `shared: true`, or `weight` of `permits` (a
+ * weight of 1 is written as none: such a hold is every permit hold of before weights, and takes the scripts' fast
+ * paths).
+ */
+export function kindOf(shared: boolean, permits: number | undefined, weight = 1): Kind {
+  return permits === undefined ? (shared ? "s" : "x") : weight > 1 ? `p${permits}w${weight}` : `p${permits}`;
 }
 
 /**
@@ -66,9 +70,15 @@ export function isExclusive(kind: Kind): boolean {
   return kind === "x";
 }
 
-/** The number of permits of a permit kind ("p<n>"), else undefined. */
+/** The number of permits of a permit kind ("p<n>", "p<n>w<k>"), else undefined. */
 export function permitsOf(kind: Kind): number | undefined {
-  return kind.charCodeAt(0) === 112 /* p */ ? Number(kind.slice(1)) : undefined;
+  return kind.charCodeAt(0) === 112 /* p */ ? parseInt(kind.slice(1)) : undefined;
+}
+
+/** The permits a hold of this kind takes: k of "p<n>w<k>", else 1. */
+export function weightOf(kind: Kind): number {
+  const at = kind.indexOf("w");
+  return at < 0 ? 1 : Number(kind.slice(at + 1));
 }
 
 /** The event kind of a hold: its kindName(), or "leader" for a leadership. */
@@ -118,8 +128,9 @@ function keysOfHash(hash: string): LeaseKeys {
 
 /** The key under which a target keeps this process's hold of `owner` on the lease at `keys` in `kind`. */
 export function holdId(keys: LeaseKeys, owner: string, kind: Kind): string {
-  // An owner may hold a lease exclusively and shared at once (a downgrade): two holds.
-  return kind === "x" ? `${keys.hash}\n${owner}` : `${keys.hash}\n${owner}\n${kind}`;
+  // An owner may hold a lease exclusively and shared at once (a downgrade): two holds. Its permits are one hold
+  // whatever their weight (a request of another weight finds it, and Redis refuses it: see refused()).
+  return kind === "x" ? `${keys.hash}\n${owner}` : `${keys.hash}\n${owner}\n${kind.replace(/w.*/, "")}`;
 }
 
 /** The channel on which the waiters of client `clientId` hear about grants of the lease at `keys`. */
@@ -232,7 +243,7 @@ export function parseToken(token: unknown): TokenHold | undefined {
     return undefined;
   }
   const [name, hash, owner, fenceText, kind = "x"] = parsed as string[];
-  if (!/^(x|s|p[1-9]\d{0,8})$/.test(kind)) return undefined;
+  if (!/^(x|s|p[1-9]\d{0,8}(w[1-9]\d{0,8})?)$/.test(kind)) return undefined;
   // The key must be the name's (under some prefix), and the fence a decimal integer, as the scripts keep it.
   const tail = keysOf("", name).hash;
   if (!hash.endsWith(tail) || hash.length === tail.length || !/^[1-9]\d{0,15}$/.test(fenceText)) return undefined;
@@ -345,11 +356,12 @@ export async function acquireAllCall(
 }
 
 /**
- * A refusal ("!upgrade", "!x", "!s", "!p<n>") as a LeaseKindError. Its lease name is filled in by the acquire path
- * (a decoder has none, and a closure per call to give it one would cost the hot path).
+ * A refusal ("!upgrade", "!x", "!s", "!p<n>", "!wp<n>") as a LeaseKindError. Its lease name is filled in by the acquire
+ * path (a decoder has none, and a closure per call to give it one would cost the hot path).
  */
 function refused(r: string): never {
   if (r === "!upgrade") throw new LeaseKindError("", "upgrade", "shared");
+  if (r.charCodeAt(1) === 119 /* w */) throw new LeaseKindError("", "weight", permitsOf(r.slice(2) as Kind)!);
   const held = r.slice(1) as Kind;
   throw new LeaseKindError("", "mismatch", permitsOf(held) ?? kindName(held) as "exclusive" | "shared");
 }
@@ -497,7 +509,7 @@ export async function forceUnlockCall(
 export interface SnapshotHolder {
   readonly owner: string;
   readonly holds: number;
-  /** "x" for the exclusive holder, else the set mode of the hold. */
+  /** "x" for the exclusive holder, else the kind of the hold (its weight included). */
   readonly kind: Kind;
   /** The hold's remaining TTL in ms, for its holder: <= 0 while the hold is in its lock delay. */
   readonly pttl: number;

@@ -4,10 +4,10 @@
 
 /**
  * How a hold shares its lease, as the scripts and queue entries write it: "x" exclusive, "s" shared, "p<n>" one of
- * n permits. Shared and permit holds live in the lease's holder set (see lua/_holders.lua). Only _protocol.ts reads
- * or writes these letters (kindOf, kindName, permitsOf).
+ * n permits, "p<n>w<k>" k of n permits (a weighted hold). Shared and permit holds live in the lease's holder set (see
+ * lua/_holders.lua). Only _protocol.ts reads or writes these letters (kindOf, kindName, permitsOf, weightOf).
  */
-export type Kind = "x" | "s" | `p${number}`;
+export type Kind = "x" | "s" | `p${number}` | `p${number}w${number}`;
 
 /** The keys of one lease; all share the lease name as their hash tag (one cluster slot). */
 export interface LeaseKeys {
@@ -51,7 +51,7 @@ export interface Resolved {
   readonly claimMs: number;
   /** The lock delay in ms (0: none). */
   readonly lockDelayMs: number;
-  /** How the hold shares the lease: "x" exclusive, "s" shared, "p<n>" one of n permits. */
+  /** How the hold shares the lease: "x" exclusive, "s" shared, "p<n>" one of n permits, "p<n>w<k>" k of them. */
   readonly kind: Kind;
   /** A leadership (campaign): its events say so. */
   readonly leader?: boolean;

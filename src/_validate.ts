@@ -98,6 +98,7 @@ export const ACQUIRE_KEYS: readonly string[] = [
   "prefix",
   "shared",
   "permits",
+  "weight",
   "leaseMs",
   "watchdogMs",
   "waitMs",
@@ -196,7 +197,7 @@ export function resolveAcquire(
   const retryDelayMs = checkInt(op, "retryDelayMs", opts.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS, 1, 60_000);
   const claimMs = checkInt(op, "claimMs", opts.claimMs ?? DEFAULT_CLAIM_MS, 10, 60_000);
   const lockDelayMs = checkInt(op, "lockDelayMs", opts.lockDelayMs ?? 0, 0);
-  const kind = checkKind(op, opts.shared, opts.permits);
+  const kind = checkKind(op, opts.shared, opts.permits, opts.weight);
   signal?.throwIfAborted();
   return {
     claimMs,
@@ -282,12 +283,17 @@ function checkLabel(op: string, label: unknown, owner: unknown): string | undefi
   return label;
 }
 
-/** The kind of lease: exclusive, `shared` (a boolean) or with `permits`, which `shared` excludes. */
-function checkKind(op: string, shared: unknown, permits: unknown): Kind {
+/**
+ * The kind of lease: exclusive, `shared` (a boolean) or with `permits`, which `shared` excludes; `weight`, only with
+ * `permits`, from 1 to their number.
+ */
+function checkKind(op: string, shared: unknown, permits: unknown, weight: unknown): Kind {
   const isShared = shared !== undefined && shared !== false;
   if (isShared && shared !== true) fail(op, "shared", "must be a boolean", shared);
   if (permits !== undefined && isShared) fail(op, "permits", "cannot be combined with 'shared'", permits);
-  return kindOf(isShared, permits === undefined ? undefined : checkInt(op, "permits", permits, 1, MAX_PERMITS));
+  const n = permits === undefined ? undefined : checkInt(op, "permits", permits, 1, MAX_PERMITS);
+  if (weight !== undefined && n === undefined) fail(op, "weight", "can only be given with 'permits'", weight);
+  return kindOf(isShared, n, weight === undefined ? 1 : checkInt(op, "weight", weight, 1, n));
 }
 
 /**

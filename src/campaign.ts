@@ -8,7 +8,7 @@ import type { AcquireOptions, Lease } from "./lease.ts";
 import { DEFAULT_CALL_TIMEOUT_MS, DEFAULT_ELECTION_WATCHDOG_MS } from "./_defaults.ts";
 
 /** Options of {@linkcode campaign}: those of `acquire` (an exclusive lease), a value to proclaim at once. */
-export interface CampaignOptions extends Omit<AcquireOptions, "shared" | "permits"> {
+export interface CampaignOptions extends Omit<AcquireOptions, "shared" | "permits" | "weight"> {
   /**
    * Proclaimed as soon as this candidate is elected (see {@linkcode proclaim}): observers see the new leader and its
    * value in one change. A string of at most 65536 characters.
@@ -38,7 +38,7 @@ export interface CampaignOptions extends Omit<AcquireOptions, "shared" | "permit
   readonly watchdogMs?: number;
 }
 
-/** The keys of CampaignOptions (`shared` and `permits` too: refused with a message of their own). */
+/** The keys of CampaignOptions (`shared`, `permits` and `weight` too: refused with a message of their own). */
 const CAMPAIGN_KEYS = [...ACQUIRE_KEYS, "value"];
 
 /**

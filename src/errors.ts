@@ -235,6 +235,9 @@ export type LeaseKindFound = "exclusive" | "shared" | number;
  * - `why` "mismatch": the lease is in use as another kind: permits asked of a lease held exclusively or shared, an
  *   exclusive or shared hold asked of a lease held as permits, or permits of a different number. `found` says how it
  *   is held (a number: that many permits).
+ * - `why` "weight": an owner that holds some of the permits asked for them again with another `weight` (a re-entry
+ *   takes no more permits, so it must ask the weight it holds; release first to change it). `found` is the number
+ *   of permits.
  *
  * @example
  * ```ts
@@ -252,23 +255,28 @@ export class LeaseKindError extends RedleaseError {
   }
   /** The class name, "LeaseKindError". */
   override name = "LeaseKindError";
-  /** "upgrade" (exclusive asked by a shared holder) or "mismatch" (the lease is held as another kind). */
-  readonly why: "upgrade" | "mismatch";
+  /**
+   * "upgrade" (exclusive asked by a shared holder), "mismatch" (the lease is held as another kind) or "weight" (a
+   * re-entry with another weight).
+   */
+  readonly why: "upgrade" | "mismatch" | "weight";
   /** How the lease is held: "exclusive", "shared", or the number of permits. */
   readonly found: LeaseKindFound;
   /**
    * redlease raises it; construct one yourself only to stand in for it, as in a test.
    *
    * @param lockName The lease name.
-   * @param why "upgrade" or "mismatch".
+   * @param why "upgrade", "mismatch" or "weight".
    * @param found How the lease is held: "exclusive", "shared", or the number of permits.
    */
-  constructor(lockName: string, why: "upgrade" | "mismatch", found: LeaseKindFound) {
+  constructor(lockName: string, why: "upgrade" | "mismatch" | "weight", found: LeaseKindFound) {
     const held = typeof found === "number" ? `as ${found} permits` : found === "shared" ? "shared" : "exclusively";
     super(
       lockName,
       why === "upgrade"
         ? `Cannot hold lease '${lockName}' exclusively while holding it shared (it would deadlock): release the shared hold first`
+        : why === "weight"
+        ? `Cannot re-enter lease '${lockName}' with another weight than the one this owner holds of its ${found} permits`
         : `Lease '${lockName}' is held ${held}, which this request cannot join`,
     );
     this.why = why;

@@ -131,6 +131,21 @@ export interface AcquireOptions extends KeyOptions {
    */
   readonly permits?: number;
   /**
+   * How many of the `permits` this hold takes at once (a weighted semaphore, as Go's `semaphore.Weighted`): all of
+   * them in one step or none, one fence for the hold, and a release or expiry frees exactly that many. Holds of any
+   * weights share one lease (the sum of their weights never exceeds `permits`). Waiting stays first come, first
+   * served, strictly: a waiter is granted only once every earlier waiter has been and its weight fits, so a heavy
+   * request is never starved by a stream of light ones (they queue behind it). A re-entry (the same owner again)
+   * takes no more permits and must ask the weight it holds, else {@linkcode LeaseKindError} `why` "weight". Integer
+   * from 1 to `permits`; only with `permits` (else `TypeError`), so not on a Redlock group. See docs/permits.md.
+   * @default {1}
+   * @example A heavy export takes 3 of the 10 slots of a shared upstream, a light call 1
+   * ```ts
+   * await withLock(client, "upstream:geo", (signal) => exportAll({ signal }), { permits: 10, weight: 3 });
+   * ```
+   */
+  readonly weight?: number;
+  /**
    * Fixed lease in ms: Redis expires the lease after this long, no renewal, and `lease.signal` aborts at the
    * local deadline. When omitted, the lease is in watchdog mode (see `watchdogMs`).
    * Integer from 1 to 2147483647.

@@ -517,6 +517,49 @@ export function contract(ad: AdapterCase, variant?: ContractVariant): void {
       assert.equal((await inspect(admin, name)).held, false);
     });
 
+    test(`${n}: weighted permits: k of n at once or none, first come first served, mixed weights, sum shown`, async () => {
+      const name = fresh();
+      const heavy = await acquire(a, name, { permits: 5, weight: 3, waitMs: 0 });
+      assert.equal(heavy.kind, "permit");
+      const light = await acquire(b, name, { permits: 5, waitMs: 0 });
+      // 4 of 5 taken: a weight of 2 does not fit, and takes nothing (all or none).
+      await assert.rejects(acquire(b, name, { permits: 5, weight: 2, waitMs: 0 }), LockTimeoutError);
+      let info = await inspect(admin, name);
+      assert.equal(info.permits, 5);
+      assert.equal(info.permitsTaken, 4);
+      assert.deepEqual(info.owners.map((o) => o.weight).sort(), [1, 3]);
+      const two = acquire(b, name, { permits: 5, weight: 2, waitMs: 10_000 });
+      let one: Promise<Lease> | undefined;
+      if (ad.pubsub) {
+        // A waiter of weight 2 at the head: a newcomer of weight 1, which would fit, queues behind it (strict FIFO).
+        await until("the weight-2 waiter is queued", async () => (await inspect(admin, name)).waiters === 1);
+        await assert.rejects(acquire(a, name, { permits: 5, waitMs: 0 }), LockTimeoutError);
+        one = acquire(a, name, { permits: 5, waitMs: 10_000 });
+        await until("both are queued", async () => (await inspect(admin, name)).waiters === 2);
+      }
+      // The same owner again with another weight: refused (a re-entry takes no more permits); with its own, re-entered.
+      await assert.rejects(
+        acquire(a, name, { permits: 5, weight: 2, owner: heavy, waitMs: 0 }),
+        (e) => e instanceof LeaseKindError && e.why === "weight" && e.found === 5,
+      );
+      const again = await acquire(a, name, { permits: 5, weight: 3, owner: heavy, waitMs: 0 });
+      assert.equal(again.fence, heavy.fence);
+      await release(again);
+      // Freeing 3 of them admits both waiters, in order: 1 + 2 + 1 = 4 of 5 (without pub/sub, the one that polls).
+      await release(heavy);
+      const w2 = await two;
+      const w1 = one && await one;
+      assert.ok(w2.fence > light.fence && (!w1 || w1.fence > w2.fence), "one fence per hold, in queue order");
+      info = await inspect(admin, name);
+      assert.equal(info.permitsTaken, w1 ? 4 : 3);
+      assert.equal(info.waiters, 0);
+      for (const lease of [light, w2, w1]) if (lease) await release(lease);
+      info = await inspect(admin, name);
+      assert.equal(info.held, false);
+      // Nothing is left of the weights: all 5 are free again, for one hold of 5.
+      await release(await acquire(b, name, { permits: 5, weight: 5, waitMs: 0 }));
+    });
+
     test(`${n}: one lease over several names, all or nothing, waiting for a busy one`, async () => {
       const [x, y] = [fresh(), fresh()];
       const lease = await acquire(a, [x, y], { waitMs: 0 });

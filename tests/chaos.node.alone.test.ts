@@ -214,7 +214,7 @@ describe("every kind of lease under network faults (chaos subset, one worker per
     return s;
   };
   const fired = (run: ScenarioRun, event: string) => run.faults.filter((f) => f.event === event);
-  for (const kind of ["names", "elect", "shared", "permits"] as const) {
+  for (const kind of ["names", "elect", "shared", "permits", "weighted"] as const) {
     const faults = kind === "shared" || kind === "permits" ? ["lost-reply", "handoff-partition"] : ["lost-reply"];
     for (const f of faults) {
       test(`${kind}: ${f === "lost-reply" ? "replies lost after the command ran" : "a partition at the moment of handoff"}: safe, nothing left behind`, async (t) => {
@@ -439,7 +439,7 @@ describe("the chaos checker", () => {
       srvEnd: us0 + op1,
       released: true,
     });
-    const input = (kind: "permits" | "shared", sections: Section[], permits?: number): AnalyzeInput => ({
+    const input = (kind: "permits" | "shared" | "weighted", sections: Section[], permits?: number): AnalyzeInput => ({
       spec: { name: "synthetic", fault: "none", workers: ["node", "node", "node"], durationMs: 100, kind, permits },
       workers: sections.map((x, i) => ({ id: x.w, runtime: "node", pid: i + 1, sections: [x], errors: {} })),
       failed: [],
@@ -457,6 +457,15 @@ describe("the chaos checker", () => {
     assert.equal(over.overlapsLive, 1, JSON.stringify(over.problems));
     assert.ok(over.problems.some((p) => p.includes("3 live permit holders at once")), over.problems.join("\n"));
     assert.equal(analyze(input("shared", three)).overlapsLive, 0, "readers may overlap");
+    // Weighted: 2 + 1 of 3 pass; 2 + 2 of 3 fail, though only two holders overlap.
+    const heavy = { ...three[0], weight: 2 };
+    assert.equal(analyze(input("weighted", [heavy, three[1]], 3)).overlapsLive, 0);
+    const tooMuch = analyze(input("weighted", [heavy, { ...three[1], weight: 2 }], 3));
+    assert.equal(tooMuch.overlapsLive, 1, JSON.stringify(tooMuch.problems));
+    assert.ok(
+      tooMuch.problems.some((p) => p.includes("4 permits taken by live holders at once")),
+      tooMuch.problems.join("\n"),
+    );
     const writer = { ...ro("node-2", 3, 3, 8), readOnly: undefined };
     assert.equal(analyze(input("shared", [three[0], three[1], writer])).overlapsLive, 2, "a writer with two readers");
   });

@@ -818,14 +818,14 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       const [where, ...rows] = table.stdout.trim().split("\n");
       // The server read (no credentials), the prefix and the pattern come first.
       assert.equal(where, `redis://127.0.0.1:${srv.port}/0, prefix 'redlease': 3 held leases match '${base}:*'`);
-      assert.match(rows[0], /^NAME +KIND +OWNER +HOLDS +REMAINING +FENCE +WAITERS +HOLDER$/);
+      assert.match(rows[0], /^NAME +KIND +OWNER +HOLDS +WEIGHT +REMAINING +FENCE +WAITERS +HOLDER$/);
       assert.equal(rows.length, 4);
       const id = a.owner.slice(0, a.owner.indexOf(" "));
       assert.match(
         rows[1],
-        new RegExp(`^${base}:a +exclusive +${id} +1 +[\\d.]+s +${a.fence} +1 +nightly report on web-3$`),
+        new RegExp(`^${base}:a +exclusive +${id} +1 +1 +[\\d.]+s +${a.fence} +1 +nightly report on web-3$`),
       );
-      assert.match(rows[2], new RegExp(`^${base}:b +exclusive +[0-9a-f]{32}:bob +2 +[\\d.]+s +${b1.fence} +0 +-$`));
+      assert.match(rows[2], new RegExp(`^${base}:b +exclusive +[0-9a-f]{32}:bob +2 +1 +[\\d.]+s +${b1.fence} +0 +-$`));
 
       assert.equal(prefixed.code, 0, prefixed.stderr);
       const p = JSON.parse(prefixed.stdout);
@@ -872,7 +872,7 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       const id = gone.owner.slice(0, gone.owner.indexOf(" "));
       assert.match(
         rows[2],
-        new RegExp(`^${name} +exclusive +${id} \\(delayed\\) +1 +delay [\\d.]+s +${gone.fence} +0 +vanished$`),
+        new RegExp(`^${name} +exclusive +${id} \\(delayed\\) +1 +1 +delay [\\d.]+s +${gone.fence} +0 +vanished$`),
       );
       const [info] = JSON.parse(json.stdout);
       assert.deepEqual([info.held, info.owners, info.delayed.map((o: { owner: string }) => o.owner)], [
@@ -885,6 +885,25 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       assert.equal(await forceUnlock(admin, name), true);
     },
   );
+
+  test("inspect shows weighted permits: T of N taken, and each holder's weight", T, async () => {
+    const name = unique("weights");
+    const heavy = await acquire(admin, name, { permits: 4, weight: 3 });
+    const light = await acquire(admin, name, { permits: 4 });
+    try {
+      const [table, json] = await Promise.all([cli(["inspect", name]), cli(["inspect", name, "--json"])]);
+      assert.equal(table.code, 0, table.stderr);
+      const row = table.stdout.trim().split("\n")[2];
+      assert.match(row, new RegExp(`^${name} +4 of 4 permits +\\S+, \\S+ +1, 1 +(3, 1|1, 3) +`), row);
+      const [info] = JSON.parse(json.stdout);
+      assert.equal(info.permits, 4);
+      assert.equal(info.permitsTaken, 4);
+      assert.deepEqual(info.owners.map((o: { weight: number }) => o.weight).sort(), [1, 3]);
+    } finally {
+      await release(heavy);
+      await release(light);
+    }
+  });
 
   test("a run labels its hold host=… pid=… cmd=…; inspect shows it in HOLDER and in --json", T, async () => {
     const name = unique("label");

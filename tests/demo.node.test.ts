@@ -43,6 +43,7 @@ interface UpstreamResult {
   maxInFlight: number;
   minPerCaller: number;
   maxPerCaller: number;
+  heavyRounds: number;
 }
 
 interface SchedulerResult {
@@ -203,6 +204,8 @@ describe("demo (node)", () => {
       rl.minPerCaller >= 0.8 * rl.maxPerCaller,
       `redlease permits were not shared fairly: ${JSON.stringify(rl)}`,
     );
+    // The heavy caller (3 of the 4 permits at once) is not starved by the light ones: first come, first served.
+    assert.ok(rl.heavyRounds >= 0.5 * rl.maxPerCaller, `the heavy caller starved: ${JSON.stringify(rl)}`);
     // The scheduler: three terms (the first, after the pause, after the kill), the paused leader's late commit
     // refused, no stale commit accepted, and the handover within a few leases.
     const s = out.scheduler.result!;

@@ -4,6 +4,9 @@
 // - shared + exclusive on one name (a read-write lock): never an exclusive holder together with another owner's hold;
 //   a downgrade shares the exclusive fence; an upgrade is refused with LeaseKindError;
 // - permits (n = 1…3): never more than n live holders; a re-entry takes no second permit.
+// - weighted permits (n = 4, weights 1…3): a hold of weight k granted iff k more are free, never more than n taken
+//   (the weights of the live and delayed holds summed, as inspect()'s permitsTaken says); a re-entry must ask its
+//   hold's weight (else LeaseKindError "weight") and takes nothing more; an expired hold frees exactly its weight.
 // - several names (one lease over 1–3 of 4 names): all or nothing — after every acquire, the owner holds either
 //   every name it asked for (a new lease) or none it did not hold before, and no name has two holders;
 // - leader election: never two leaders with live terms (see the last describe block).
@@ -45,6 +48,8 @@ const DELAY_MS = 60_000;
 interface HoldModel {
   count: number;
   fence: number;
+  /** The permits it takes (1 but for weighted permits). */
+  weight?: number;
   /** Acquired with a lock delay (a re-entry keeps its hold's). */
   delay: boolean;
 }
@@ -57,13 +62,22 @@ interface Handle {
 }
 
 type Op =
-  | { op: "acquire"; client: number; owner: number; kind: "x" | "s" | "p"; via: boolean; delay: boolean }
+  | {
+    op: "acquire";
+    client: number;
+    owner: number;
+    kind: "x" | "s" | "p";
+    via: boolean;
+    delay: boolean;
+    /** The permits asked for (used with weighted permits only). */
+    weight: number;
+  }
   | { op: "release"; pick: number }
   | { op: "expire"; pick: number }
   | { op: "delayEnds" }
   | { op: "forceUnlock" };
 
-const opArb = (kinds: Array<"x" | "s" | "p">): fc.Arbitrary<Op> =>
+const opArb = (kinds: Array<"x" | "s" | "p">, maxWeight = 1): fc.Arbitrary<Op> =>
   fc.oneof(
     {
       weight: 5,
@@ -74,6 +88,7 @@ const opArb = (kinds: Array<"x" | "s" | "p">): fc.Arbitrary<Op> =>
         kind: fc.constantFrom(...kinds),
         via: fc.boolean(),
         delay: fc.boolean(),
+        weight: fc.integer({ min: 1, max: maxWeight }),
       }),
     },
     { weight: 4, arbitrary: fc.record({ op: fc.constant("release" as const), pick: fc.nat(20) }) },
@@ -96,8 +111,8 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
     await srv.stop();
   });
 
-  /** Runs `ops` on a fresh name; `n` permits for "p" acquires. */
-  async function runOps(ops: Op[], n: number): Promise<void> {
+  /** Runs `ops` on a fresh name; `n` permits for "p" acquires, each of its op's weight when `weighted`. */
+  async function runOps(ops: Op[], n: number, weighted = false): Promise<void> {
     const name = `model-kinds-${runtimeName()}-${Math.random().toString(36).slice(2, 10)}`;
     const key = `redlease:{${name}}`;
     let exclusive = null as (HoldModel & { owner: string }) | null;
@@ -128,7 +143,14 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
             who = h.owner;
           }
           const kind = o.kind === "p" ? "s" : o.kind; // permits live in the set, like shared holds
-          const options = o.kind === "x" ? {} : o.kind === "s" ? { shared: true } : { permits: n };
+          const k = weighted ? o.weight : 1;
+          const options = o.kind === "x"
+            ? {}
+            : o.kind === "s"
+            ? { shared: true }
+            : weighted
+            ? { permits: n, weight: k }
+            : { permits: n };
           const lockDelayMs = o.delay ? DELAY_MS : 0;
           const got = await acquire(clients[o.client], name, {
             ...options,
@@ -138,7 +160,7 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
             lockDelayMs,
           }).then((l) => l, (e: unknown) => e);
           // The model's prediction.
-          let expect: "grant" | "timeout" | "upgrade", fence: number | undefined;
+          let expect: "grant" | "timeout" | "upgrade" | "weight", fence: number | undefined;
           // (An exclusive hold in its delay keeps the lease from every kind; an owner's own hold in its delay is not
           // its own: it waits like anyone.)
           if (delayedX || (kind !== "x" && delayedSet.has(who))) expect = "timeout";
@@ -153,11 +175,20 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
             else if (exclusive) [expect, fence] = ["grant", exclusive.fence];
             else expect = "grant";
           } else {
-            if (set.has(who)) [expect, fence] = ["grant", set.get(who)!.fence];
-            else expect = set.size + delayedSet.size < n ? "grant" : "timeout";
+            const taken = [...set.values(), ...delayedSet.values()].reduce((sum, hm) => sum + (hm.weight ?? 1), 0);
+            if (set.has(who)) {
+              [expect, fence] = (set.get(who)!.weight ?? 1) === k
+                ? ["grant", set.get(who)!.fence]
+                : ["weight", undefined];
+            } else expect = taken + k <= n ? "grant" : "timeout";
           }
           if (expect === "timeout") {
             assert.ok(got instanceof LockTimeoutError, `${step}: expected busy, got ${String(got)}`);
+          } else if (expect === "weight") {
+            assert.ok(
+              got instanceof LeaseKindError && got.why === "weight",
+              `${step}: expected a refusal of another weight, got ${String(got)}`,
+            );
           } else if (expect === "upgrade") {
             assert.ok(
               got instanceof LeaseKindError && got.why === "upgrade",
@@ -178,7 +209,12 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
               exclusive = { owner: who, count: (exclusive?.count ?? 0) + 1, fence: lease.fence, delay };
             } else {
               const had = set.get(who);
-              set.set(who, { count: (had?.count ?? 0) + 1, fence: lease.fence, delay: had?.delay ?? o.delay });
+              set.set(who, {
+                count: (had?.count ?? 0) + 1,
+                fence: lease.fence,
+                delay: had?.delay ?? o.delay,
+                weight: had?.weight ?? k,
+              });
             }
           }
         } else if (o.op === "release") {
@@ -258,6 +294,17 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
           );
         }
         if (n > 0) assert.ok(info.owners.length + info.delayed.length <= n, `${step}: more than ${n} permits taken`);
+        if (weighted) {
+          const weights = (xs: Iterable<[string, HoldModel]>) =>
+            [...xs].map(([w, hm]) => `${redisOwner.get(w)}|${hm.weight}`);
+          const heldBy = (xs: ReadonlyArray<{ owner: string; weight: number }>) =>
+            xs.map((x) => `${x.owner}|${x.weight}`);
+          assert.deepEqual(heldBy(info.owners).sort(), weights(set).sort(), `${step}: weights ${JSON.stringify(info)}`);
+          assert.deepEqual(heldBy(info.delayed).sort(), weights(delayedSet).sort(), `${step}: delayed weights`);
+          const taken = [...set.values(), ...delayedSet.values()].reduce((sum, hm) => sum + (hm.weight ?? 1), 0);
+          if (info.permits !== undefined) assert.equal(info.permitsTaken, taken, `${step}: permitsTaken`);
+          assert.ok(taken <= n, `${step}: ${taken} of ${n} permits taken`);
+        }
       }
     } finally {
       await Promise.allSettled(handles.map((h) => release(h.lease)));
@@ -265,8 +312,11 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
     }
   }
 
-  async function check(kinds: Array<"x" | "s" | "p">, n: number): Promise<void> {
-    const property = fc.asyncProperty(fc.array(opArb(kinds), { minLength: 1, maxLength: 30 }), (ops) => runOps(ops, n));
+  async function check(kinds: Array<"x" | "s" | "p">, n: number, maxWeight = 1): Promise<void> {
+    const property = fc.asyncProperty(
+      fc.array(opArb(kinds, maxWeight), { minLength: 1, maxLength: 30 }),
+      (ops) => runOps(ops, n, maxWeight > 1),
+    );
     try {
       await fc.assert(property, { numRuns: RUNS, seed: SEED });
     } catch (e) {
@@ -356,6 +406,10 @@ describe(`model of shared leases and permits (${runtimeName()})`, () => {
       await check(["p"], n);
     });
   }
+
+  test(`4 permits taken with weights 1 to 3 by 6 owners match the model; never more than 4 taken (${RUNS} runs)`, async () => {
+    await check(["p"], 4, 3);
+  });
 });
 
 // Leader election (campaign / proclaim / observe / resign / forceUnlock) against a model: random sequences of

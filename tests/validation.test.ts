@@ -44,6 +44,17 @@ const bad: Array<[string, unknown, object | undefined, ErrorConstructor, RegExp]
     /'owner' must be a string or a Lease/,
   ],
   ["prefix with a brace", "n", { prefix: "a{b}" }, RangeError, /'prefix'/],
+  ["weight without permits", "n", { weight: 2 }, TypeError, /'weight' can only be given with 'permits'/],
+  [
+    "weight 0",
+    "n",
+    { permits: 4, weight: 0 },
+    RangeError,
+    /'weight' must be an integer from 1 to 4.*current value is 0/,
+  ],
+  ["weight above permits", "n", { permits: 4, weight: 5 }, RangeError, /'weight' must be an integer from 1 to 4/],
+  ["fractional weight", "n", { permits: 4, weight: 1.5 }, RangeError, /'weight'/],
+  ["string weight", "n", { permits: 4, weight: "2" }, TypeError, /'weight'.*current value is "2"/],
   ["options that are not an object", "n", 5 as unknown as object, TypeError, /'options' must be an object/],
 ];
 

@@ -5,6 +5,7 @@ import { b3Section } from "./b3.ts";
 import { b4Section } from "./b4.ts";
 import { b5Section } from "./b5.ts";
 import { b6Section } from "./b6.ts";
+import { b7Section } from "./b7.ts";
 import { chart } from "./chart_b3.ts";
 import { header } from "./header.ts";
 import { settingsSection } from "./settings.ts";
@@ -34,6 +35,7 @@ export function render(run: Run): { markdown: string; svg: string | undefined; s
     ...uncontendedSection(run, uncAgg, label),
     ...b3Section(run, b3, ws),
     ...b6Section(run),
+    ...b7Section(run),
     ...b4Section(uncAgg, b3, label),
     ...b5Section(run, label),
     ...targets30Section(tg30),

@@ -31,6 +31,8 @@ export interface UncRep {
 }
 
 export interface B3Rep {
+  /** B7: acquisitions per heavy worker over those per light worker, within the window (1: as many turns each). */
+  heavyPerLight?: number;
   variant: string;
   lib: LibId;
   W: number;
@@ -109,6 +111,8 @@ export interface Run {
   b3: B3Rep[];
   /** B6: permits (absent in results from before it was measured). */
   b6?: B3Rep[];
+  /** B7: weighted permits (absent in results from before it was measured). */
+  b7?: B3Rep[];
   cold: ColdRep[];
   sizes: Size[];
   errors: string[];

@@ -126,7 +126,7 @@ function parseOptions(argv: string[]): Options | undefined {
     pauseMs: quick ? 600 : 1_000,
     waitMs: 30_000,
   };
-  const upstream = { callers: 12, limit: 4, callMs: 5, seconds: quick ? 1 : 3 };
+  const upstream = { callers: 12, limit: 4, heavy: 3, callMs: 5, seconds: quick ? 1 : 3 };
   const scheduler = { processes: 3, leaseMs: 300, slotMs: 100, seconds: quick ? 4.5 : 6 };
   let jsonOut: string | undefined;
   const num = (flag: string, v: string | undefined, min: number): number => {
@@ -541,22 +541,34 @@ async function main(): Promise<number> {
       out += `\n## An upstream that takes ${u.limit} calls at once: ${u.callers} callers, ${u.callMs} ms calls, ` +
         `${u.seconds} s per variant\n\n`;
       out += markdown(
-        ["variant", "calls served", "refused (429)", "most in flight", "per caller (min–max)", "call p50 / p99"],
+        [
+          "variant",
+          "calls served",
+          "refused (429)",
+          "most in flight",
+          "per caller (min–max)",
+          `heavy caller's rounds`,
+          "call p50 / p99",
+        ],
         upstream.map((r) => [
           r.variant,
           int(r.served),
           int(r.rejected),
           String(r.maxInFlight),
           `${int(r.minPerCaller)}–${int(r.maxPerCaller)}`,
+          int(r.heavyRounds),
           `${ms(r.p50Ms)} / ${ms(r.p99Ms)}`,
         ]),
-        [false, true, true, true, true, true],
+        [false, true, true, true, true, true, true],
       );
-      out += `\nEach caller has its own Redis connection, as separate processes would. no limit: callers call at ` +
-        `once and retry a 429 after 10 ms; the upstream refuses every call beyond ${u.limit} (most in flight counts ` +
-        `the refused ones that arrived). polling semaphore: redis-semaphore Semaphore(${u.limit}) with its defaults ` +
-        `(it retries every 10 ms). redlease permits: withLock(..., { permits: ${u.limit} }): waiters queue and a ` +
-        `release wakes exactly one.\n`;
+      out += `\nEach caller has its own Redis connection, as separate processes would. The first caller is heavy: ` +
+        `each of its rounds makes ${u.heavy} calls at once (per caller counts the others; calls served counts a ` +
+        `heavy round as one). no limit: callers call at once and retry a 429 after 10 ms; the upstream refuses ` +
+        `every call beyond ${u.limit} (most in flight counts the refused ones that arrived). polling semaphore: ` +
+        `redis-semaphore Semaphore(${u.limit}), and MultiSemaphore(${u.limit}, ${u.heavy}) for the heavy caller, ` +
+        `with their defaults (they retry every 10 ms). redlease permits: withLock(..., { permits: ${u.limit} }), ` +
+        `with weight: ${u.heavy} for the heavy caller: waiters queue, first come first served, and a release wakes ` +
+        `the waiters that now fit.\n`;
     }
     if (scheduler) {
       const s = o.scheduler;
