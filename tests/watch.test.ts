@@ -241,3 +241,38 @@ describe("watch: what it costs a lease", () => {
     }
   });
 });
+
+describe("watch: several watchers of one lease", () => {
+  let srv: RedisServer, a: Client, b: Client;
+  before(async () => {
+    srv = await startRedis();
+    [a, b] = [await srv.client(), await srv.client()];
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("a watcher that polls fast and stops does not cut the watch key of one that polls slowly", async () => {
+    const name = "watch-two-paces", slow = new AbortController(), fast = new AbortController();
+    // The slow one reads once a minute: a prompt report is a message, sent while its watch key lives.
+    const w = collect(watch(a, name, { signal: slow.signal, pollMs: 60_000 }));
+    const f = collect(watch(b, name, { signal: fast.signal, pollMs: 10 }));
+    try {
+      await w.next("state", 0);
+      await f.next("state", 0);
+      await sleep(100);
+      fast.abort();
+      await f.done;
+      // Past the fast one's key time (3 × 10 ms + 1 s), well within the slow one's (3 min + 1 s).
+      await sleep(1_500);
+      const lease = await acquire(b, name, { leaseMs: 30_000 });
+      const granted = await w.next("granted", 1, 1_000);
+      assert.ok(granted.type === "granted" && granted.holder.owner === lease.owner);
+      await release(lease);
+    } finally {
+      slow.abort();
+      fast.abort();
+      await w.done;
+    }
+  });
+});
