@@ -252,6 +252,22 @@ describe("watch: several watchers of one lease", () => {
     await srv.stop();
   });
 
+  test("a grant of a lease over several names (taken at once, in one script) is told by message", async () => {
+    const stop = new AbortController();
+    const w = collect(watch(a, "watch-many-b", { signal: stop.signal, pollMs: 60_000 }));
+    try {
+      await w.next("state", 0);
+      const lease = await acquire(b, ["watch-many-a", "watch-many-b"], { leaseMs: 30_000 });
+      const granted = await w.next("granted", 1, 1_000);
+      assert.ok(granted.type === "granted" && granted.holder.owner === lease.owner);
+      await release(lease);
+      await w.next("released", 1, 1_000);
+    } finally {
+      stop.abort();
+      await w.done;
+    }
+  });
+
   test("a watcher that polls fast and stops does not cut the watch key of one that polls slowly", async () => {
     const name = "watch-two-paces", slow = new AbortController(), fast = new AbortController();
     // The slow one reads once a minute: a prompt report is a message, sent while its watch key lives.
