@@ -43,6 +43,6 @@ for j, last in ipairs(lasts) do
     fences[j] = next_fence(last, now)
     write_held(h, fences[j], aid, 1, nil, owner, lag, tonumber(ms) + (lag or 0))
   end
-  if watched[j] then redis.call('PUBLISH', watched[j], 'g') end
+  if watched[j] then redis.pcall('PUBLISH', watched[j], 'g') end
 end
 return fences

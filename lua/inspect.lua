@@ -10,9 +10,11 @@
 --          with a lock delay (see _record.lua) is listed until its delay ends: its ms left (of the hold, for its
 --          owner) is then <= 0, and ms left + lock delay is what is left of the delay.
 -- ARGV[1]  for a watcher (see src/watch.ts): ms to keep the lease's watch key "<lease key>:n" at least (made, or its
---          time lengthened), else omitted. While that key lives, the scripts that grant and release (acquire, acquire_set's common path,
---          release, release_set) publish a message ("g" granted, "r<owner>" released) on the channel of the same
---          name: they count the key in an EXISTS they make anyway, so an unwatched lease costs no command more.
+--          time lengthened), else omitted. While that key lives, the scripts that grant and release (acquire,
+--          acquire_set's common path, acquire_all, release, release_set) publish a message ("g" granted, "r<owner>"
+--          released) on the channel of the same name: they count the key in an EXISTS they make anyway, so an
+--          unwatched lease costs no command more. They publish with redis.pcall: a user who may not publish there
+--          (plain leases need no channel) takes and releases as before, and the watcher reads the change later.
 -- @include _record.lua
 -- @include _holders.lua
 local h, s, d = KEYS[1], KEYS[3], KEYS[4]

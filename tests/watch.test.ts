@@ -292,3 +292,49 @@ describe("watch: several watchers of one lease", () => {
     }
   });
 });
+
+describe("watch: a watcher changes nothing for users who may not publish", () => {
+  let srv: RedisServer, admin: Client, plain: Client;
+  before(async () => {
+    srv = await startRedis();
+    admin = await srv.client();
+    // A user with what plain leases need (docs/security.md: no channel, no PUBLISH), watched by another user.
+    const rules = [
+      "reset on >pw-plain ~redlease:* resetchannels +evalsha +eval +script|load +time +exists +get +set +del",
+      "+pexpire +pexpireat +pttl +hget +hmget +hset +hdel +zadd +zcard +zcount +zpopmin +zrange +zrangebyscore",
+      "+zrem +zremrangebyscore +zscore",
+    ].join(" ").split(" ");
+    await admin.sendCommand(["ACL", "SETUSER", "plain", ...rules]);
+    plain = await srv.client({ username: "plain", password: "pw-plain" });
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("its takes and releases of a watched lease succeed (exclusive, permits, shared, several names)", async () => {
+    const stop = new AbortController();
+    const cases: Array<[string, { permits?: number; shared?: boolean }, string[]?]> = [
+      ["acl-x", {}],
+      ["acl-p", { permits: 2 }],
+      ["acl-s", { shared: true }],
+      ["acl-m", {}, ["acl-m", "acl-m2"]],
+    ];
+    const watchers: Array<ReturnType<typeof collect>> = [];
+    try {
+      for (const [name, options, names] of cases) {
+        const w = collect(watch(admin, name, { signal: stop.signal, pollMs: 100 }));
+        watchers.push(w);
+        await w.next("state", 0);
+        const opts = { ...options, leaseMs: 30_000, waitMs: 0 };
+        const lease = names ? await acquire(plain, names, opts) : await acquire(plain, name, opts);
+        // Not told (the scripts could not publish): found at the watcher's heartbeat.
+        await w.next("granted", 1);
+        await release(lease);
+        await w.next("released", 1);
+      }
+    } finally {
+      stop.abort();
+      for (const w of watchers) await w.done;
+    }
+  });
+});
