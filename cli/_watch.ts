@@ -1,6 +1,6 @@
 // `redlease watch NAME`: print the state of any lease, then a line per change, until interrupted.
 import process from "node:process";
-import { type LeaseChange, type LeaseHolder, watch } from "../src/watch.ts";
+import { type LeaseChange, type LeaseHolder, type LeaseInfo, watch } from "../src/watch.ts";
 import { flag, GLOBAL_OPTIONS, parseArgs, value } from "./_args.ts";
 import { checkName, checkPrefix, EXIT, EXIT_CODES_HELP, usage, write } from "./_common.ts";
 import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
@@ -38,8 +38,11 @@ function who(h: LeaseHolder): string {
   return printable(h.label === undefined ? h.owner : `${h.label} (${ownerId(h.owner, h.label)})`);
 }
 
-/** The line of one change. */
-function line(c: LeaseChange): string {
+/**
+ * The line of one change; `before`: the state before the read that found it (a hold that ended is shown with the
+ * fence of then, its own: after it the lease has another holder's, or none).
+ */
+function line(c: LeaseChange, before: LeaseInfo | undefined): string {
   const i = c.info;
   const kind = i.kind === "permits" ? `${i.permits} permits` : i.kind;
   const waiting = i.waiters > 0 ? `, ${i.waiters} waiting` : "";
@@ -49,7 +52,8 @@ function line(c: LeaseChange): string {
   }
   if (c.type === "queue") return `queue ${c.was} -> ${i.waiters}`;
   const left = c.type === "granted" ? `, ${c.holder.remainingMs} ms left` : "";
-  return `${c.type} ${c.holder.kind}: ${who(c.holder)}, fence ${i.fence}${left}${waiting}`;
+  const fence = c.type === "granted" ? i.fence : before?.fence ?? i.fence;
+  return `${c.type} ${c.holder.kind}: ${who(c.holder)}, fence ${fence}${left}${waiting}`;
 }
 
 function json(c: LeaseChange): string {
@@ -95,8 +99,11 @@ export async function watchCommand(argv: readonly string[]): Promise<number> {
     client = await connect(url);
     if (!asJson) await write("stdout", `watching lease '${name}' on ${serverOf(url)}\n`);
     let printed = 0;
+    // The changes one read found share its state: `before` is the state of the read before.
+    let read: LeaseInfo | undefined, before: LeaseInfo | undefined;
     for await (const c of watch(client, name, { prefix, signal: stop.signal })) {
-      await write("stdout", (asJson ? json(c) : line(c)) + "\n");
+      if (c.info !== read) [before, read] = [read, c.info];
+      await write("stdout", (asJson ? json(c) : line(c, before)) + "\n");
       if (++printed >= count) break;
     }
     return EXIT.OK;

@@ -94,7 +94,7 @@ local function take_free(last, hint)
   -- (The watch key counts 2: an odd count is the queue.)
   local wk = h .. ':n'
   local x = redis.call('EXISTS', q, wk, wk)
-  if x >= 2 then redis.call(pub, wk, 'g') end
+  if x >= 2 then redis.pcall(pub, wk, 'g') end
   if x % 2 == 1 then
     local w = { h = h, q = q, s = s, d = d, pub = pub, last = last, self = aid, n = 0, now = now }
     local r = admit(w)

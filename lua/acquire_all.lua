@@ -11,7 +11,7 @@
 --          that is not free.
 -- @include _record.lua
 local owner, ms, aid, lag = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local lasts, counts, lags = {}, {}, {}
+local lasts, counts, lags, watched = {}, {}, {}, {}
 local now = now_us()
 -- Live holds only: a grant handed over and never claimed keeps its holder set until its lease would end.
 local live = '(' .. string.format('%d', now)
@@ -19,8 +19,13 @@ for i = 1, #KEYS, 4 do
   local fence, _, c, by, gowner, mode, dly = record(redis.call('GET', KEYS[i]))
   -- (A hold of this owner in its lock delay is not its own any more: see _record.lua.)
   local mine = gowner == owner and not by and alive(KEYS[i], dly)
-  if (gowner and not mine) or mode or redis.call('EXISTS', KEYS[i + 1]) > 0 or
-    redis.call('ZCOUNT', KEYS[i + 2], live, '+inf') > 0 then return (i + 3) / 4 end
+  if (gowner and not mine) or mode then return (i + 3) / 4 end
+  -- Watched (see inspect.lua), the watch key counts 2 in the EXISTS of the queue (an odd count), and the grant is
+  -- told on it.
+  local wk = KEYS[i] .. ':n'
+  local x = redis.call('EXISTS', KEYS[i + 1], wk, wk)
+  if x % 2 == 1 or redis.call('ZCOUNT', KEYS[i + 2], live, '+inf') > 0 then return (i + 3) / 4 end
+  watched[#lasts + 1] = x >= 2 and wk
   lasts[#lasts + 1] = fence
   counts[#counts + 1] = mine and c or 0
   lags[#lags + 1] = dly or false
@@ -38,5 +43,6 @@ for j, last in ipairs(lasts) do
     fences[j] = next_fence(last, now)
     write_held(h, fences[j], aid, 1, nil, owner, lag, tonumber(ms) + (lag or 0))
   end
+  if watched[j] then redis.pcall('PUBLISH', watched[j], 'g') end
 end
 return fences

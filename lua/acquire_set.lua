@@ -109,7 +109,7 @@ if not ARGV[8] and not string.find(kind, 'w', 1, true) then
       redis.call('PEXPIREAT', h, at, 'GT')
     end
     if entry ~= '' then redis.call('ZREM', q, entry) end
-    if seen then redis.call(pub, wk, 'g') end
+    if seen then redis.pcall(pub, wk, 'g') end
     return f
   end
 end

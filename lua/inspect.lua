@@ -10,14 +10,20 @@
 --          Expired set holds are not listed (they are dropped by the next script that changes the lease). A hold
 --          with a lock delay (see _record.lua) is listed until its delay ends: its ms left (of the hold, for its
 --          owner) is then <= 0, and ms left + lock delay is what is left of the delay.
--- ARGV[1]  for a watcher (see src/watch.ts): ms to keep the lease's watch key "<lease key>:n" (made or kept), else
---          omitted. While that key lives, the scripts that grant and release (acquire, acquire_set's common path,
---          release, release_set) publish a message ("g" granted, "r<owner>" released) on the channel of the same
---          name: they count the key in an EXISTS they make anyway, so an unwatched lease costs no command more.
+-- ARGV[1]  for a watcher (see src/watch.ts): ms to keep the lease's watch key "<lease key>:n" at least (made, or its
+--          time lengthened), else omitted. While that key lives, the scripts that grant and release (acquire,
+--          acquire_set's common path, acquire_all, release, release_set) publish a message ("g" granted, "r<owner>"
+--          released) on the channel of the same name: they count the key in an EXISTS they make anyway, so an
+--          unwatched lease costs no command more. They publish with redis.pcall: a user who may not publish there
+--          (plain leases need no channel) takes and releases as before, and the watcher reads the change later.
 -- @include _record.lua
 -- @include _holders.lua
 local h, s, d = KEYS[1], KEYS[3], KEYS[4]
-if ARGV[1] then redis.call('SET', h .. ':n', '1', 'PX', ARGV[1]) end
+-- (Only ever lengthened: watchers of one lease may keep it for different times, and a watcher that reads often must
+-- not cut the time a slower one counts on. PEXPIRE ... GT is 0 for a key that is not there: then it is made.)
+if ARGV[1] and redis.call('PEXPIRE', h .. ':n', ARGV[1], 'GT') == 0 then
+  redis.call('SET', h .. ':n', '1', 'PX', ARGV[1], 'NX')
+end
 local fence, _, c, _, owner, _m, dly = record(redis.call('GET', h))
 local pttl = redis.call('PTTL', h)
 local now = now_us()

@@ -55,7 +55,7 @@ local queued = redis.call('EXISTS', q, s, wk, wk, wk)
 local pub = ARGV[6] or 'PUBLISH'
 if queued >= 3 then
   queued = queued - 3
-  redis.call(pub, wk, 'r' .. owner)
+  redis.pcall(pub, wk, 'r' .. owner)
 end
 if queued > 0 then top = redis.call('ZPOPMIN', q) end
 if not (top and top[1]) then

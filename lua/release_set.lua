@@ -36,7 +36,7 @@ if aid == '' then
       dropped = true
       -- (Watched, see inspect.lua: the watch key counts 2, and the release is told on its channel.)
       local x = redis.call('EXISTS', q, h .. ':n', h .. ':n')
-      if x >= 2 then redis.call(ARGV[6] or 'PUBLISH', h .. ':n', 'r' .. owner) end
+      if x >= 2 then redis.pcall(ARGV[6] or 'PUBLISH', h .. ':n', 'r' .. owner) end
       if x % 2 == 0 then
         if redis.call('EXISTS', s) == 1 then
           -- Live holds stay, and the set record with them (expired ones are purged by whoever next counts). Only
@@ -78,7 +78,7 @@ if gowner then return 2 end
 local n, mode = holders(s, d, now, smode)
 local last = fence
 local x = dropped and 0 or redis.call('EXISTS', q, h .. ':n', h .. ':n')
-if x >= 2 then redis.call(ARGV[6] or 'PUBLISH', h .. ':n', 'r' .. owner) end
+if x >= 2 then redis.pcall(ARGV[6] or 'PUBLISH', h .. ':n', 'r' .. owner) end
 if (dropped and redis.call('EXISTS', q) == 1) or x % 2 == 1 then
   local w = { h = h, q = q, s = s, d = d, pub = ARGV[6] or 'PUBLISH', last = fence, mode = mode, n = n, now = now }
   admit(w)

@@ -13,6 +13,7 @@
  * @module
  */
 import { checkClient, type RedisLike, stateOf } from "./_client.ts";
+import { FENCE_RETAIN_MS } from "./_defaults.ts";
 import { follow } from "./_follow.ts";
 import { type LeaseHolder, type LeaseInfo, leaseInfo } from "./_info.ts";
 import { inspectCall, keysOf, type Snapshot, watchChannelOf } from "./_protocol.ts";
@@ -146,7 +147,7 @@ function changes(last: Seen, info: LeaseInfo, at: number, released: ReadonlySet<
 
 /**
  * How `holder`, in `last` and not in `info`, went. Expired: it is in its lock delay now, or nothing of the lease is
- * left (a release keeps the fence for 10 s; expired holds take their record with them). Released: a message told
+ * left although a release within 10 s would have kept its fence (expired holds take their record with them). Released: a message told
  * so, or an exclusive lease is free with the same fence kept. Else (another holds it now, or held it meanwhile, and the
  * message was lost to a subscriber reset or never sent: HTTP) by time: expired if its TTL as last read has run out.
  */
@@ -161,7 +162,9 @@ function gone(
   if (delayed.has(`${holder.kind}\n${holder.owner}`)) return "expired";
   if (released.has(holder.owner)) return "released";
   if (!info.held && info.delayed.length === 0) {
-    if (info.fence === 0) return "expired";
+    // (A release keeps the fence FENCE_RETAIN_MS: no record left within that time of the last read, it expired;
+    // later, no record tells nothing.)
+    if (info.fence === 0 && performance.now() - last.at < FENCE_RETAIN_MS) return "expired";
     // (Not for a shared hold or a permit: another holder's release may have left the fence, with this hold expired.)
     if (info.fence === last.info.fence && holder.kind === "exclusive") return "released";
   }

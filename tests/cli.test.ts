@@ -493,6 +493,25 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     assert.match(text.stdout.split("\n")[1], new RegExp(`^free \\(fence ${lease.fence}\\)$`));
   });
 
+  test("watch's line for a hold that ended gives that hold's fence, not the lease's after it", T, async () => {
+    const name = unique("watch-ended");
+    const run = startCli(["watch", name], { detached: true });
+    await run.waitFor(/^free/m);
+    const first = await acquire(admin, name, { leaseMs: 30_000 });
+    const second = acquire(admin, name, { leaseMs: 500, waitMs: 10_000 });
+    await run.waitFor(/^granted/m);
+    await sleep(300);
+    // Handed to the waiter (a new fence), whose hold then expires (no record left: fence 0 after it).
+    await release(first);
+    const handed = await second;
+    await run.waitFor(/^expired/m);
+    process.kill(run.proc.pid!, "SIGTERM");
+    const r = await run.done;
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^released exclusive: .*, fence ${first.fence}$`, "m"), r.stdout);
+    assert.match(r.stdout, new RegExp(`^expired exclusive: .*, fence ${handed.fence}$`, "m"), r.stdout);
+  });
+
   test(
     "a run inside a run of the same lease runs under its hold (REDLEASE_TOKEN), at once; another lease waits",
     T,

@@ -241,3 +241,100 @@ describe("watch: what it costs a lease", () => {
     }
   });
 });
+
+describe("watch: several watchers of one lease", () => {
+  let srv: RedisServer, a: Client, b: Client;
+  before(async () => {
+    srv = await startRedis();
+    [a, b] = [await srv.client(), await srv.client()];
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("a grant of a lease over several names (taken at once, in one script) is told by message", async () => {
+    const stop = new AbortController();
+    const w = collect(watch(a, "watch-many-b", { signal: stop.signal, pollMs: 60_000 }));
+    try {
+      await w.next("state", 0);
+      const lease = await acquire(b, ["watch-many-a", "watch-many-b"], { leaseMs: 30_000 });
+      const granted = await w.next("granted", 1, 1_000);
+      assert.ok(granted.type === "granted" && granted.holder.owner === lease.owner);
+      await release(lease);
+      await w.next("released", 1, 1_000);
+    } finally {
+      stop.abort();
+      await w.done;
+    }
+  });
+
+  test("a watcher that polls fast and stops does not cut the watch key of one that polls slowly", async () => {
+    const name = "watch-two-paces", slow = new AbortController(), fast = new AbortController();
+    // The slow one reads once a minute: a prompt report is a message, sent while its watch key lives.
+    const w = collect(watch(a, name, { signal: slow.signal, pollMs: 60_000 }));
+    const f = collect(watch(b, name, { signal: fast.signal, pollMs: 10 }));
+    try {
+      await w.next("state", 0);
+      await f.next("state", 0);
+      await sleep(100);
+      fast.abort();
+      await f.done;
+      // Past the fast one's key time (3 × 10 ms + 1 s), well within the slow one's (3 min + 1 s).
+      await sleep(1_500);
+      const lease = await acquire(b, name, { leaseMs: 30_000 });
+      const granted = await w.next("granted", 1, 1_000);
+      assert.ok(granted.type === "granted" && granted.holder.owner === lease.owner);
+      await release(lease);
+    } finally {
+      slow.abort();
+      fast.abort();
+      await w.done;
+    }
+  });
+});
+
+describe("watch: a watcher changes nothing for users who may not publish", () => {
+  let srv: RedisServer, admin: Client, plain: Client;
+  before(async () => {
+    srv = await startRedis();
+    admin = await srv.client();
+    // A user with what plain leases need (docs/security.md: no channel, no PUBLISH), watched by another user.
+    const rules = [
+      "reset on >pw-plain ~redlease:* resetchannels +evalsha +eval +script|load +time +exists +get +set +del",
+      "+pexpire +pexpireat +pttl +hget +hmget +hset +hdel +zadd +zcard +zcount +zpopmin +zrange +zrangebyscore",
+      "+zrem +zremrangebyscore +zscore",
+    ].join(" ").split(" ");
+    await admin.sendCommand(["ACL", "SETUSER", "plain", ...rules]);
+    plain = await srv.client({ username: "plain", password: "pw-plain" });
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test("its takes and releases of a watched lease succeed (exclusive, permits, shared, several names)", async () => {
+    const stop = new AbortController();
+    const cases: Array<[string, { permits?: number; shared?: boolean }, string[]?]> = [
+      ["acl-x", {}],
+      ["acl-p", { permits: 2 }],
+      ["acl-s", { shared: true }],
+      ["acl-m", {}, ["acl-m", "acl-m2"]],
+    ];
+    const watchers: Array<ReturnType<typeof collect>> = [];
+    try {
+      for (const [name, options, names] of cases) {
+        const w = collect(watch(admin, name, { signal: stop.signal, pollMs: 100 }));
+        watchers.push(w);
+        await w.next("state", 0);
+        const opts = { ...options, leaseMs: 30_000, waitMs: 0 };
+        const lease = names ? await acquire(plain, names, opts) : await acquire(plain, name, opts);
+        // Not told (the scripts could not publish): found at the watcher's heartbeat.
+        await w.next("granted", 1);
+        await release(lease);
+        await w.next("released", 1);
+      }
+    } finally {
+      stop.abort();
+      for (const w of watchers) await w.done;
+    }
+  });
+});
