@@ -103,6 +103,7 @@ const CODES: Record<string, string> = {
   MasterDown: "MASTERDOWN",
   ReadOnly: "READONLY",
   NotBusy: "NOTBUSY",
+  PermissionDenied: "NOPERM",
   Moved: "MOVED",
   Ask: "ASK",
 };
