@@ -249,7 +249,13 @@ function pubsub(
   return {
     channels,
     subscribe: (ch, l) => {
-      const subscribed = listen(channels, ch, l, () => subscribe(ch));
+      // GLIDE keeps wanting a channel whose SUBSCRIBE timed out (a stopped server), and subscribes once the server
+      // answers; listen() forgets the channel, so unsubscribe there too, or it stays subscribed for good.
+      const subscribed = listen(channels, ch, l, () =>
+        subscribe(ch).catch((e: unknown) => {
+          unsubscribe(ch).catch(() => {});
+          throw e;
+        }));
       if (!reading) {
         reading = true;
         void read();
