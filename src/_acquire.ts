@@ -469,7 +469,10 @@ async function confirmReplicated(attempt: Attempt, lease: LeaseImpl, wrote: bool
     }
     acked = await state.waitReplicas(keys.hash, opts.replicas, opts.replicaTimeoutMs, attempt.bound);
   } catch (e) {
-    await releaseHandle(lease).catch(() => {});
+    // Not awaited: the undo queues behind the WAIT on the same connection (Redis runs a connection's commands in
+    // order), and a caller whose signal aborted or whose wait ran out is answered now; the undo, bounded by the
+    // lease's time, runs once the WAIT ends.
+    void releaseHandle(lease).catch(() => {});
     throw attempt.failure(e);
   }
   if (acked < opts.replicas) {

@@ -54,8 +54,8 @@ export type RedisLike = Driver | NodeRedisClient;
 
 /**
  * A TypeError before any command unless `client` is a Driver or a node-redis client that is open; the message
- * names the usual mistakes: a pending `connect()`, an unconnected or closed client, an unwrapped ioredis or Bun
- * client.
+ * names the usual mistakes: a pending `connect()`, an unconnected or closed client, an unwrapped ioredis, Bun or
+ * GLIDE client.
  *
  * @example
  * ```ts
@@ -82,6 +82,7 @@ export function checkClient(
   } else if (is("then")) why = "is a Promise: await it first (`await createClient().connect()` resolves to the client)";
   else if (is("evalsha", "call")) why = 'is an ioredis client: wrap it with ioredis(client) from "redlease/ioredis"';
   else if (is("send")) why = 'is a Bun RedisClient: wrap it with bunRedis(client) from "redlease/bun"';
+  else if (is("customCommand")) why = 'is a Valkey GLIDE client: wrap it with glide(client) from "redlease/glide"';
   else fail(op, what, "must be a node-redis client or a redlease Driver", client);
   throw new TypeError(`Cannot ${op} as '${what}' ${why}`);
 }

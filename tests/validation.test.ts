@@ -11,6 +11,7 @@ import { acquire, campaign, extend, forceUnlock, inspect, observe, release, resu
 import { fencedSet } from "../src/fence.ts";
 import { redlock } from "../src/redlock.ts";
 import { type Client, noCommands, type RedisServer, startRedis } from "./_redis.ts";
+import { glideClient } from "./_glide.ts";
 
 // A client on which any command fails the test's expectations: a TypeError/RangeError while its `sent` stays 0
 // proves the input was rejected before any command.
@@ -240,6 +241,15 @@ describe("the usual client mistakes are named, with what to do, before any Redis
     };
     try {
       await refusedEverywhere(client, /is a Bun RedisClient: wrap it with bunRedis\(client\) from "redlease\/bun"/);
+    } finally {
+      client.close();
+    }
+  });
+
+  test("a Valkey GLIDE client that was not wrapped: wrap it with glide() from redlease/glide", async () => {
+    const client = await glideClient(srv.url);
+    try {
+      await refusedEverywhere(client, /is a Valkey GLIDE client: wrap it with glide\(client\) from "redlease\/glide"/);
     } finally {
       client.close();
     }

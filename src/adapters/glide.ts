@@ -11,8 +11,9 @@
  * - Waiters are woken by pub/sub on GLIDE 2.3 and later, which subscribes at run time: `SUBSCRIBE` on a
  *   `GlideClient`, sharded `SSUBSCRIBE` on a `GlideClusterClient` (GLIDE routes it to the slot's shard and subscribes
  *   again after a reconnect or a slot move). The adapter reads the client's messages with `getPubSubMessage()`, and
- *   while a client has waiters it asks `CLIENT ID` once a second (of every primary on a cluster): a new id means that
- *   GLIDE replaced the connection, and the waiters re-check (a message may have been lost meanwhile).
+ *   while a client has waiters it asks `CLIENT ID` and INFO's `run_id` once a second (of every primary on a cluster):
+ *   a new one means that GLIDE replaced the connection, and the waiters re-check (a message may have been lost
+ *   meanwhile).
  *   Waiters poll instead (jittered, bounded by the holder's TTL) on GLIDE 2.0–2.2, on a RESP2 client, and on a
  *   client created with a `pubsubSubscriptions` callback (GLIDE hands every message to that callback).
  * - GLIDE's `requestTimeout` (250 ms unless set) bounds each call as well as redlease's own bounds: a call it times
@@ -103,6 +104,7 @@ const CODES: Record<string, string> = {
   MasterDown: "MASTERDOWN",
   ReadOnly: "READONLY",
   NotBusy: "NOTBUSY",
+  PermissionDenied: "NOPERM",
   Moved: "MOVED",
   Ask: "ASK",
 };
@@ -247,7 +249,13 @@ function pubsub(
   return {
     channels,
     subscribe: (ch, l) => {
-      const subscribed = listen(channels, ch, l, () => subscribe(ch));
+      // GLIDE keeps wanting a channel whose SUBSCRIBE timed out (a stopped server), and subscribes once the server
+      // answers; listen() forgets the channel, so unsubscribe there too, or it stays subscribed for good.
+      const subscribed = listen(channels, ch, l, () =>
+        subscribe(ch).catch((e: unknown) => {
+          unsubscribe(ch).catch(() => {});
+          throw e;
+        }));
       if (!reading) {
         reading = true;
         void read();
@@ -260,9 +268,9 @@ function pubsub(
 
 /**
  * GLIDE reconnects after a drop and subscribes again by itself, telling no one: while waiters listen, `identity` (the
- * `CLIENT ID` of the client's connection, or of each primary's on a cluster) is asked every PROBE_MS, and a new one
- * means that messages may have been lost meanwhile, so the hooks run and the waiters re-check. (A user without `CLIENT ID`
- * in its ACL: no probe, waiters re-check at their heartbeat.)
+ * `CLIENT ID` of the client's connection, or of each primary's on a cluster, and the run_id: see identity()) is asked
+ * every PROBE_MS, and a new one means that messages may have been lost meanwhile, so the hooks run and the waiters
+ * re-check. (A user without `CLIENT ID` in its ACL: no probe, waiters re-check at their heartbeat.)
  */
 function resubscriptions(identity: () => Promise<string>, channels: Channels) {
   const hooks = new Set<() => void>();
@@ -301,7 +309,7 @@ function standaloneDriver(client: GlideStandaloneClient): Driver {
     (ch) => client.subscribe!([ch], SUBSCRIBE_MS),
     (ch) => client.unsubscribe!([ch], SUBSCRIBE_MS),
   );
-  const probe = resubscriptions(() => call(["CLIENT", "ID"], "").then(String), channels);
+  const probe = resubscriptions(identity(call, () => call(["CLIENT", "ID"], "").then(String)), channels);
   driver.subscribe = (ch, l) => subscribe!(ch, l).then(probe.start);
   driver.unsubscribe = unsubscribe;
   driver.onResubscribed = probe.onResubscribed;
@@ -316,7 +324,7 @@ function clusterDriver(cluster: GlideClusterClientLike): Driver {
       ? cluster.customCommand(args, STRINGS)
       : args[0] === "SCRIPT"
       ? cluster.customCommand(args, { route: "allPrimaries", ...STRINGS }).then(firstOf)
-      : args[0] === "CLIENT"
+      : args[0] === "CLIENT" || key === "" // CLIENT ID, and the probe's INFO (see identity())
       ? cluster.customCommand(args, { route: "allPrimaries", ...STRINGS })
       : cluster.customCommand(args, { route: { type: "primarySlotKey", key }, ...STRINGS })
   );
@@ -330,13 +338,23 @@ function clusterDriver(cluster: GlideClusterClientLike): Driver {
   );
   // The connection of every primary, where the shards' subscriptions are: one id per address, in address order.
   const ids = () => call(["CLIENT", "ID"], "").then(idsByAddress);
-  const probe = resubscriptions(ids, channels);
+  const probe = resubscriptions(identity(call, ids), channels);
   return {
     ...sharded,
     subscribe: (ch, l) => subscribe!(ch, l).then(probe.start),
     unsubscribe,
     onResubscribed: probe.onResubscribed,
   };
+}
+
+/**
+ * What the probe compares: the connection's `CLIENT ID` (`ids`) and the server's `run_id`. A restarted server numbers
+ * its clients from 1 again, so the connection GLIDE makes to it often gets the id the old one had; its run_id is new.
+ * (INFO refused: the ids alone.)
+ */
+function identity(call: (args: string[], key: string) => Promise<unknown>, ids: () => Promise<string>) {
+  const runIds = (info: unknown) => (JSON.stringify(info).match(/run_id:\w+/g) ?? []).sort().join();
+  return () => Promise.all([ids(), call(["INFO", "server"], "").then(runIds, () => "")]).then((both) => both.join(" "));
 }
 
 /**
