@@ -236,6 +236,29 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
     });
   }
 
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}weighted permits: k of n at once, a heavy waiter woken by sharded pub/sub when its weight is free`, async () => {
+      const { a, b } = via === "GLIDE" ? viaGlide : nodeRedis;
+      const name = fresh();
+      const light = await acquire(a, name, { permits: 3, weight: 1 });
+      const mid = await acquire(a, name, { permits: 3, weight: 2 });
+      await assert.rejects(acquire(b, name, { permits: 3, weight: 2, waitMs: 0 }), LockTimeoutError);
+      // A heavy waiter (2 of 3) queues; the light release frees 1 (3 taken -> 2): it must wait for the heavy one's.
+      const heavy = acquire(b, name, { permits: 3, weight: 2, waitMs: 10_000 });
+      await queued(a, name);
+      await release(light);
+      await sleep(200);
+      assert.equal((await inspect(a, name)).permitsTaken, 2, "the heavy waiter is not granted 2 of 3 with 1 free");
+      const t0 = performance.now();
+      await release(mid);
+      const h = await heavy;
+      assert.ok(performance.now() - t0 < 1_000, "handed over by message, not found at a heartbeat");
+      const info = await inspect(a, name);
+      assert.deepEqual([info.permitsTaken, info.owners.map((o) => o.weight)], [2, [2]]);
+      assert.equal(await release(h), true);
+    });
+  }
+
   test("a node-redis v5 cluster client contends with a v4 one and is handed the lease by sharded pub/sub", async () => {
     const v5 = createCluster5({ rootNodes: c.rootNodes });
     v5.on("error", () => {});
