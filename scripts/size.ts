@@ -74,7 +74,9 @@ const CORE = "mod";
 // hold records and queue entries, the surplus counter kept wherever a set hold is added or dropped, admission by
 // weight; plus the `weight` option's checks, LeaseKindError "weight" and inspect()'s weights and permitsTaken). The two
 // together, with the watch key in the weighted scripts too: 25,289 B, budget 25,344 B.
-const CORE_BUDGET_GZIP = 25_344;
+// Then 25,357 B (+68 B, Lua): admit() drops a blocked weighted head whose client no longer listens (PUBSUB NUMSUB),
+// which else held back the waiters behind it that fit for as long as the holds lasted; budget 25,408 B.
+const CORE_BUDGET_GZIP = 25_408;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
