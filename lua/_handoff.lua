@@ -10,7 +10,9 @@
 --   nothing is held (and then it stops), a shared waiter while the lease is free or shared, a permit waiter of weight
 --   k while the lease is free or k more of its n permits are free. It stops at the first waiter that cannot proceed
 --   (strict FIFO: a waiter of weight k at the head is not passed by lighter ones behind it). A set waiter whose
---   owner holds the lease with another weight is dropped unnotified: its own next check is refused. `w` is the
+--   owner holds the lease with another weight is dropped unnotified: its own next check is refused. A blocked head of
+--   weight k while permits are free is dropped unnotified when its client has no subscriber (a dead waiter would
+--   else block those behind it for as long as the holds last). `w` is the
 --   admission, by name (built only where a queue exists: the uncontended paths build no table):
 --     w.h, w.q, w.s, w.d  the lease key, its queue, holder set and holder records
 --     w.pub   the publish command (PUBLISH or SPUBLISH)
@@ -83,6 +85,13 @@ local function admit(w)
       ok = not mode or mode == 's'
     elseif cap then
       ok = (not mode or mode == mode_of(kind)) and (n + wt <= cap or mf ~= nil)
+    end
+    if ok == false and cap and n < cap and wid ~= self and not mf then
+      -- A head of weight k that does not fit while permits are free blocks waiters behind it that would fit: it must
+      -- be alive to. One whose client no longer listens (its process died while queued) is dropped, as its grant's
+      -- message would be (the waiter of a live client that lost its subscription is queued again when it checks).
+      local sub = redis.call('PUBSUB', pub == 'SPUBLISH' and 'SHARDNUMSUB' or 'NUMSUB', h .. ':w:' .. cid)
+      if tonumber(sub[2]) == 0 then ok = nil end
     end
     if ok == false then
       if not peeked then

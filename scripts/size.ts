@@ -75,9 +75,11 @@ const CORE = "mod";
 // weight; plus the `weight` option's checks, LeaseKindError "weight" and inspect()'s weights and permitsTaken). The two
 // together, with the watch key in the weighted scripts too: 25,289 B; 25,334 B with what the watch's review found
 // (the watch key in acquire_all too, a watcher's read that only lengthens its key, notifications by pcall); 25,367 B
-// with issue 33's review: a raw Valkey GLIDE client refused with a TypeError that names glide() (+38 B). Budget
-// 25,472 B (24.875 KB).
-const CORE_BUDGET_GZIP = 25_472;
+// with issue 33's review: a raw Valkey GLIDE client refused with a TypeError that names glide() (+38 B); then +68 B
+// (Lua) from the weights' review: admit() drops a blocked weighted head whose client no longer listens (PUBSUB
+// NUMSUB), which else held back the waiters behind it that fit for as long as the holds lasted: 25,450 B together.
+// Budget 25 KB.
+const CORE_BUDGET_GZIP = 25_600;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 

@@ -143,6 +143,34 @@ describe(`weighted permits (${runtimeName()})`, () => {
     }
   });
 
+  test("a heavy waiter whose process died while queued does not block the waiters behind it that fit", async () => {
+    const name = fresh();
+    // 2 of 4 taken by a long hold (renewed by its watchdog); a waiter of weight 3 queued, then its process gone.
+    const long = await acquire(admin, name, { permits: 4, weight: 2 });
+    const dead = await srv.client();
+    const heavy = acquire(dead, name, { permits: 4, weight: 3, waitMs: 30_000 }).then(
+      (lease) => lease,
+      (e: Error) => e,
+    );
+    await queued(admin, name, 1);
+    await dead.disconnect();
+    assert.ok((await heavy) instanceof Error, "its acquire ends with its connection");
+    assert.equal((await inspect(admin, name)).waiters, 1, "its entry stays queued: nobody could remove it");
+    try {
+      // A light request fits in the 2 free permits: the dead entry ahead of it must not hold it back until the
+      // long hold ends (it would have waited for as long as that holder runs).
+      const t0 = performance.now();
+      const light = await acquire(admin, name, { permits: 4, waitMs: 3_000 });
+      assert.ok(performance.now() - t0 < 2_000, `granted in ${Math.round(performance.now() - t0)} ms`);
+      const info = await inspect(admin, name);
+      assert.equal(info.permitsTaken, 3);
+      assert.equal(info.waiters, 0, "the dead entry is gone");
+      await release(light);
+    } finally {
+      await release(long);
+    }
+  });
+
   test("a weighted hold that expires without a release frees exactly its weight", async () => {
     const name = fresh();
     const one = await acquire(admin, name, { permits: 5, waitMs: 0 });
