@@ -21,6 +21,9 @@ import { checkFollowOptions, checkName, checkPrefix } from "./_validate.ts";
 import type { KeyOptions } from "./lease.ts";
 
 export type { LeaseHolder, LeaseInfo };
+export type { NodeRedisClient, RedisLike } from "./_client.ts";
+export type { Driver } from "./driver.ts";
+export type { KeyOptions, LeaseKind } from "./lease.ts";
 
 /** Options of {@linkcode watch}. */
 export interface WatchOptions extends KeyOptions {

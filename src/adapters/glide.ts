@@ -40,7 +40,9 @@ import { unrefTimeout } from "../_timers.ts";
 
 /** A pub/sub message as GLIDE delivers it (strings, or buffers with the `Bytes` decoder). */
 export interface GlidePubSubMessage {
+  /** The channel the message came on. */
   readonly channel: unknown;
+  /** The message's payload. */
   readonly message: unknown;
 }
 
@@ -60,7 +62,9 @@ export interface GlideStandaloneClient {
 
 /** A route to the primary that serves a key's slot, as GLIDE's `customCommand` takes it on a cluster. */
 export interface GlideSlotKeyRoute {
+  /** Route by the slot of `key`, to its primary. */
   readonly type: "primarySlotKey";
+  /** The key whose slot picks the node. */
   readonly key: string;
 }
 
