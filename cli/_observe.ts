@@ -1,9 +1,7 @@
 // `redlease observe NAME`: print the state of an election, then every change, until interrupted.
-import process from "node:process";
 import { observe } from "../mod.ts";
-import { flag, GLOBAL_OPTIONS, parseArgs, value } from "./_args.ts";
-import { checkName, checkPrefix, EXIT, EXIT_CODES_HELP, usage, write } from "./_common.ts";
-import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
+import { EXIT_CODES_HELP } from "./_common.ts";
+import { follow } from "./_follow.ts";
 import { ownerId } from "./_status.ts";
 import { printable } from "./_text.ts";
 
@@ -30,51 +28,29 @@ Example:
 ${EXIT_CODES_HELP}
 `;
 
-export async function observeCommand(argv: readonly string[]): Promise<number> {
-  const p = parseArgs("observe", argv, { ...GLOBAL_OPTIONS, json: "flag", count: "value" });
-  if (flag(p, "help")) {
-    await write("stdout", OBSERVE_HELP);
-    return EXIT.OK;
-  }
-  const name = checkName("observe", p.positionals[0]);
-  if (p.positionals.length > 1) throw usage("observe", `expected one NAME, got ${p.positionals.length}`);
-  const countText = value(p, "count");
-  const count = countText === undefined ? Infinity : Number(countText);
-  if (countText !== undefined && !/^[1-9]\d{0,8}$/.test(countText)) {
-    throw usage("observe", `--count must be a positive integer, not '${countText}'`);
-  }
-  const prefix = checkPrefix("observe", value(p, "prefix"));
-  const url = resolveUrl("observe", value(p, "url"));
-  const json = flag(p, "json");
-  const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, onSignal);
-  let client: RedisClient | undefined;
-  try {
-    client = await connect(url);
-    if (!json) await write("stdout", `observing election '${name}' on ${serverOf(url)}\n`);
-    let printed = 0;
-    for await (const s of observe(client, name, { prefix, signal: stop.signal })) {
-      const line = json
-        ? JSON.stringify({
-          leader: s.leader ?? null,
-          label: s.label ?? null,
-          term: s.term,
-          value: s.value ?? null,
-          remainingMs: s.remainingMs,
-        })
-        : s.leader === undefined
-        ? `nobody leads${s.term > 0 ? ` (last term ${s.term})` : ""}`
-        // Leader, label and value as read from Redis: escaped (see printable()), one line per state.
-        : `term ${s.term}: ${
-          printable(s.label === undefined ? s.leader : `${s.label} (${ownerId(s.leader, s.label)})`)
-        }` + (s.value === undefined ? "" : ` = ${printable(s.value)}`);
-      await write("stdout", line + "\n");
-      if (++printed >= count) break;
-    }
-    return EXIT.OK;
-  } finally {
-    for (const sig of ["SIGINT", "SIGTERM"] as const) process.off(sig, onSignal);
-    await close(client);
-  }
+export function observeCommand(argv: readonly string[]): Promise<number> {
+  return follow(
+    "observe",
+    argv,
+    OBSERVE_HELP,
+    (name, server) => `observing election '${name}' on ${server}`,
+    async function* (f) {
+      for await (const s of observe(f.client, f.name, { prefix: f.prefix, signal: f.signal })) {
+        yield f.json
+          ? JSON.stringify({
+            leader: s.leader ?? null,
+            label: s.label ?? null,
+            term: s.term,
+            value: s.value ?? null,
+            remainingMs: s.remainingMs,
+          })
+          : s.leader === undefined
+          ? `nobody leads${s.term > 0 ? ` (last term ${s.term})` : ""}`
+          // Leader, label and value as read from Redis: escaped (see printable()), one line per state.
+          : `term ${s.term}: ${
+            printable(s.label === undefined ? s.leader : `${s.label} (${ownerId(s.leader, s.label)})`)
+          }` + (s.value === undefined ? "" : ` = ${printable(s.value)}`);
+      }
+    },
+  );
 }

@@ -1,9 +1,7 @@
 // `redlease watch NAME`: print the state of any lease, then a line per change, until interrupted.
-import process from "node:process";
 import { type LeaseChange, type LeaseHolder, type LeaseInfo, watch } from "../src/watch.ts";
-import { flag, GLOBAL_OPTIONS, parseArgs, value } from "./_args.ts";
-import { checkName, checkPrefix, EXIT, EXIT_CODES_HELP, usage, write } from "./_common.ts";
-import { close, connect, type RedisClient, resolveUrl, serverOf } from "./_connect.ts";
+import { EXIT_CODES_HELP } from "./_common.ts";
+import { follow } from "./_follow.ts";
 import { ownerId } from "./_status.ts";
 import { printable } from "./_text.ts";
 
@@ -75,40 +73,19 @@ function json(c: LeaseChange): string {
   });
 }
 
-export async function watchCommand(argv: readonly string[]): Promise<number> {
-  const p = parseArgs("watch", argv, { ...GLOBAL_OPTIONS, json: "flag", count: "value" });
-  if (flag(p, "help")) {
-    await write("stdout", WATCH_HELP);
-    return EXIT.OK;
-  }
-  const name = checkName("watch", p.positionals[0]);
-  if (p.positionals.length > 1) throw usage("watch", `expected one NAME, got ${p.positionals.length}`);
-  const countText = value(p, "count");
-  const count = countText === undefined ? Infinity : Number(countText);
-  if (countText !== undefined && !/^[1-9]\d{0,8}$/.test(countText)) {
-    throw usage("watch", `--count must be a positive integer, not '${countText}'`);
-  }
-  const prefix = checkPrefix("watch", value(p, "prefix"));
-  const url = resolveUrl("watch", value(p, "url"));
-  const asJson = flag(p, "json");
-  const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, onSignal);
-  let client: RedisClient | undefined;
-  try {
-    client = await connect(url);
-    if (!asJson) await write("stdout", `watching lease '${name}' on ${serverOf(url)}\n`);
-    let printed = 0;
-    // The changes one read found share its state: `before` is the state of the read before.
-    let read: LeaseInfo | undefined, before: LeaseInfo | undefined;
-    for await (const c of watch(client, name, { prefix, signal: stop.signal })) {
-      if (c.info !== read) [before, read] = [read, c.info];
-      await write("stdout", (asJson ? json(c) : line(c, before)) + "\n");
-      if (++printed >= count) break;
-    }
-    return EXIT.OK;
-  } finally {
-    for (const sig of ["SIGINT", "SIGTERM"] as const) process.off(sig, onSignal);
-    await close(client);
-  }
+export function watchCommand(argv: readonly string[]): Promise<number> {
+  return follow(
+    "watch",
+    argv,
+    WATCH_HELP,
+    (name, server) => `watching lease '${name}' on ${server}`,
+    async function* (f) {
+      // The changes one read found share its state: `before` is the state of the read before.
+      let read: LeaseInfo | undefined, before: LeaseInfo | undefined;
+      for await (const c of watch(f.client, f.name, { prefix: f.prefix, signal: f.signal })) {
+        if (c.info !== read) [before, read] = [read, c.info];
+        yield f.json ? json(c) : line(c, before);
+      }
+    },
+  );
 }
