@@ -739,14 +739,21 @@ async function main() {
       pool = [];
     }
 
-    if (o.phases.includes("b6") && b6vs.length) {
-      phase("b6");
+    // B6 and B7: rounds at every W over one pool of workers for the permit libraries `libs`, after a warm-up each.
+    const permitPhase = async (
+      redis: Server,
+      id: "b6" | "b7",
+      vs: Variant[],
+      libs: typeof permitLibs,
+      title: string,
+    ) => {
+      phase(id);
       const maxW = Math.max(...o.ws);
-      console.log(`\nB6 permits (${PERMITS} permits of one name, 1 ms critical section, ${o.b3Ms} ms window)`);
-      pool = await spawnPool(maxW, url, permitLibs);
-      for (const v of b6vs) {
+      console.log(title);
+      pool = await spawnPool(maxW, url, libs);
+      for (const v of vs) {
         try {
-          await round({ ...o, b3Ms: o.quick ? 300 : 800 }, server, admin, pool, v, maxW, -1, true);
+          await round({ ...o, b3Ms: o.quick ? 300 : 800 }, redis, admin, pool, v, maxW, -1, true);
         } catch (e) {
           console.error(`  warm-up ${v.id}: ${String(e)}`);
         }
@@ -754,53 +761,38 @@ async function main() {
       for (let rep = 0; rep < o.reps; rep++) {
         console.log(`  run ${rep + 1}/${o.reps}`);
         for (const W of o.ws) {
-          for (const v of rotate(b6vs, rep)) {
+          for (const v of rotate(vs, rep)) {
             try {
-              run.b6!.push(await round(o, server, admin, pool, v, W, rep));
+              run[id]!.push(await round(o, redis, admin, pool, v, W, rep));
             } catch (e) {
               console.error(`  ${v.id} W=${W} rep ${rep}: ${String(e)}`);
-              run.errors.push(`B6 ${v.id} W=${W} rep ${rep}: ${String(e)}`);
+              run.errors.push(`${id.toUpperCase()} ${v.id} W=${W} rep ${rep}: ${String(e)}`);
               await Promise.all(pool.map((w) => w.stop()));
-              pool = await spawnPool(maxW, url, permitLibs);
+              pool = await spawnPool(maxW, url, libs);
             }
           }
         }
       }
       await Promise.all(pool.map((w) => w.stop()));
       pool = [];
+    };
+    if (o.phases.includes("b6") && b6vs.length) {
+      await permitPhase(
+        server,
+        "b6",
+        b6vs,
+        permitLibs,
+        `\nB6 permits (${PERMITS} permits of one name, 1 ms critical section, ${o.b3Ms} ms window)`,
+      );
     }
-
     if (o.phases.includes("b7") && b7vs.length) {
-      phase("b7");
-      const maxW = Math.max(...o.ws);
-      console.log(
+      await permitPhase(
+        server,
+        "b7",
+        b7vs,
+        weightedLibs,
         `\nB7 weighted permits (${PERMITS} permits of one name, weights ${HEAVY} and 1, 1 ms critical section, ${o.b3Ms} ms window)`,
       );
-      pool = await spawnPool(maxW, url, weightedLibs);
-      for (const v of b7vs) {
-        try {
-          await round({ ...o, b3Ms: o.quick ? 300 : 800 }, server, admin, pool, v, maxW, -1, true);
-        } catch (e) {
-          console.error(`  warm-up ${v.id}: ${String(e)}`);
-        }
-      }
-      for (let rep = 0; rep < o.reps; rep++) {
-        console.log(`  run ${rep + 1}/${o.reps}`);
-        for (const W of o.ws) {
-          for (const v of rotate(b7vs, rep)) {
-            try {
-              run.b7!.push(await round(o, server, admin, pool, v, W, rep));
-            } catch (e) {
-              console.error(`  ${v.id} W=${W} rep ${rep}: ${String(e)}`);
-              run.errors.push(`B7 ${v.id} W=${W} rep ${rep}: ${String(e)}`);
-              await Promise.all(pool.map((w) => w.stop()));
-              pool = await spawnPool(maxW, url, weightedLibs);
-            }
-          }
-        }
-      }
-      await Promise.all(pool.map((w) => w.stop()));
-      pool = [];
     }
 
     if (o.phases.includes("b5")) {
