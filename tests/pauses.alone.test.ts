@@ -244,7 +244,11 @@ describe("a process that stalls past its claim window", () => {
     await Promise.all(clients.flatMap((client) => [loop(client), loop(client)]));
     const churn = await calls() - before;
     assert.ok(acquisitions > 20, `${acquisitions} acquisitions`);
-    // (A waiter dropped unheard subscribes again, at most once a second per client: not in this loop.)
-    assert.ok(churn <= clients.length * 2, `${churn} SUBSCRIBE + UNSUBSCRIBE in ${acquisitions} acquisitions`);
+    // (A waiter dropped unheard subscribes again, at most once a second per client: on a loaded machine a few such in
+    // the 3 s loop, 7 and 8 seen in CI runs against a bound of 6; churn per acquisition would be 2 × acquisitions.)
+    assert.ok(
+      churn <= clients.length * 2 * 3,
+      `${churn} SUBSCRIBE + UNSUBSCRIBE in ${acquisitions} acquisitions`,
+    );
   });
 });
