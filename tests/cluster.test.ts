@@ -14,7 +14,10 @@ import {
   type RedisLike,
   release,
   ReplicationError,
+  resume as resumeLease,
+  StaleFenceError,
 } from "../mod.ts";
+import { fencedIncrBy, fencedSet } from "../src/fence.ts";
 import { type ClusterClient, pause, resume, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
 import { glide } from "../src/adapters/glide.ts";
 import { watch } from "../src/watch.ts";
@@ -256,6 +259,46 @@ describe("Redis Cluster (3 masters + 3 replicas)", () => {
       const info = await inspect(a, name);
       assert.deepEqual([info.permitsTaken, info.owners.map((o) => o.weight)], [2, [2]]);
       assert.equal(await release(h), true);
+    });
+  }
+
+  for (const via of VIAS) {
+    test(`${via === "GLIDE" ? "GLIDE: " : ""}handover, fenced writes and a lock delay on a name on each master`, async () => {
+      const { a, b } = via === "GLIDE" ? viaGlide : nodeRedis;
+      // One name per master (a fresh name falls on a given master one time in three: a few draws each).
+      const byMaster = new Map<number, string>();
+      for (let i = 0; i < 300 && byMaster.size < 3; i++) {
+        const x = fresh();
+        byMaster.set(c.ownerOf(c.slotOf(`redlease:{${x}}`)).port, x);
+      }
+      assert.equal(byMaster.size, 3, "a name on each of the 3 masters");
+      for (const name of byMaster.values()) {
+        // Handover: the hold taken over from its token on the other client, which releases it.
+        const lease = await acquire(a, name, { watchdogMs: 2_000 });
+        const held = await resumeLease(b, lease.token, { watchdogMs: 2_000 });
+        assert.deepEqual([held.fence, held.owner], [lease.fence, lease.owner]);
+        // Fenced writes on a key of the lease's slot: the holder's go through, a lower fence is refused.
+        const key = `{${name}}:stock`;
+        assert.equal(await fencedIncrBy(b, held, key, 2, { floor: 0 }), 2);
+        assert.equal(await fencedSet(a, lease, `${key}:note`, "two left"), true);
+        await assert.rejects(fencedIncrBy(a, lease.fence - 1, key, -1), StaleFenceError);
+        assert.equal(await release(held), true);
+        assert.equal((await inspect(a, name)).held, false);
+        await release(lease);
+      }
+      // Lock delay: a hold that expires unreleased keeps its name from everyone for the delay, then frees it (the
+      // three names at once).
+      await Promise.all([...byMaster.values()].map(async (name) => {
+        const gone = await acquire(a, name, { leaseMs: 300, lockDelayMs: 1_500 });
+        while (!gone.signal.aborted) await sleep(20);
+        await sleep(100);
+        await assert.rejects(acquire(b, name, { waitMs: 0 }), LockTimeoutError);
+        const t0 = performance.now();
+        const next = await acquire(b, name, { waitMs: 10_000 });
+        assert.ok(next.fence > gone.fence);
+        assert.ok(performance.now() - t0 > 500, "granted only once the delay had passed");
+        await release(next);
+      }));
     });
   }
 
