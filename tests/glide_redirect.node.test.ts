@@ -1,14 +1,16 @@
-// Valkey GLIDE on Redis Cluster: a call GLIDE gives back with a MOVED or ASK (it stops following redirections after
-// its retries) ran on no node, and redlease/glide has redlease send it again (`unsent`) while its caller waits. Real
-// redirections of a slot being migrated: the source MIGRATING, the target not yet IMPORTING, so the source answers
-// ASK and the target MOVED back, until the slot is given to the target. Every node's INFO commandstats shows the
-// acquire's script rejected many times (never run), then run once. Node only: a cluster takes seconds to start.
+// Valkey GLIDE on Redis Cluster: a call GLIDE gives back with a MOVED or ASK (it stops following redirections after its
+// retries) ran on no node, and redlease/glide has redlease send it again (`unsent`) while its caller waits. Real
+// redirections of a slot being migrated: the source MIGRATING, the target not yet IMPORTING, so the source answers ASK
+// and the target MOVED back, until the slot is given to the target. Every node's INFO commandstats shows the acquire's
+// script rejected many times (never run), then run once. And the other side: a call that was on the wire when its
+// master died (GLIDE: "Failed to receive command response") is not called unsent. Node only: a cluster takes seconds to
+// start.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { acquire, inspect, release } from "../mod.ts";
 import { glide } from "../src/adapters/glide.ts";
 import { keysOf } from "../src/_protocol.ts";
-import { parseInfo, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
+import { parseInfo, pause, sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
 import { glideCluster } from "./_glide.ts";
 
 let n = 0;
@@ -70,6 +72,29 @@ test("GLIDE: an acquire GLIDE fails with MOVED/ASK ran nowhere, is sent again, a
     assert.equal(seen.fence, lease.fence);
     assert.deepEqual(seen.owners.map((o) => [o.owner, o.holds]), [[lease.owner, 1]], "held once, by the acquire");
     assert.equal(await release(lease), true);
+  } finally {
+    g.close();
+    await c.stop();
+  }
+});
+
+test("GLIDE: a call on the wire when its master dies is not called unsent (Redis may have run it)", async () => {
+  const c = await startCluster({ masters: 3, replicasPerMaster: 0 });
+  const g = await glideCluster(c.masters().map((m) => m.port));
+  try {
+    const driver = glide(g);
+    const m = c.masters()[0]!;
+    let key = fresh();
+    while (c.ownerOf(c.slotOf(key)).port !== m.port) key = fresh();
+    await driver.command!(key, ["SET", key, "0"]); // GLIDE's connection to m is up
+    pause(m.pid); // m reads nothing more: the next call is written and left unanswered
+    const failure = driver.command!(key, ["INCR", key]).then(() => undefined, (e: unknown) => e);
+    await sleep(300);
+    await c.kill(m.port);
+    const e = await failure;
+    assert.ok(e instanceof Error, `the call failed: ${String(e)}`);
+    console.log(`GLIDE: the call on the wire failed with: ${e.message}`);
+    assert.equal(driver.unsent!(e), false, `not unsent: ${e.message}`);
   } finally {
     g.close();
     await c.stop();
