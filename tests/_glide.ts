@@ -1,7 +1,13 @@
 // Valkey GLIDE clients for the tests: from a redis:// URL (credentials included, as the ACL runs of the contract
 // give them) or a cluster's seed ports. GLIDE logs every error reply at WARN level to stdout (a NOSCRIPT, a
 // WRONGTYPE); the tests keep its errors only.
-import { GlideClient, type GlideClientConfiguration, GlideClusterClient, Logger } from "@valkey/valkey-glide";
+import {
+  GlideClient,
+  type GlideClientConfiguration,
+  GlideClusterClient,
+  type GlideClusterClientConfiguration,
+  Logger,
+} from "@valkey/valkey-glide";
 
 let quiet = false;
 
@@ -33,11 +39,15 @@ export function glideClient(url: string, options: Partial<GlideClientConfigurati
   });
 }
 
-/** A connected GlideClusterClient seeded with the masters at `ports` on 127.0.0.1. */
-export function glideCluster(ports: readonly number[]): Promise<GlideClusterClient> {
+/** A connected GlideClusterClient seeded with the masters at `ports` on 127.0.0.1 (`options`: credentials, say). */
+export function glideCluster(
+  ports: readonly number[],
+  options: Partial<GlideClusterClientConfiguration> = {},
+): Promise<GlideClusterClient> {
   quieten();
   return GlideClusterClient.createClient({
     addresses: ports.map((port) => ({ host: "127.0.0.1", port })),
     requestTimeout: TEST_REQUEST_TIMEOUT_MS,
+    ...options,
   });
 }

@@ -1,17 +1,21 @@
 // Least privilege on Redis Cluster (Node only: a cluster takes seconds to start): every master gets the ACL of
-// docs/security.md and its Cluster lines (read from the doc), and node-redis' and ioredis' Cluster clients, as that
-// user, take leases on every master with waiters handed them by sharded pub/sub (and unsubscribed after), run an
-// election with an observer, write with a fence and force a lease free. A permission missing from the doc fails here.
+// docs/security.md and its Cluster lines (read from the doc), and node-redis', ioredis' and Valkey GLIDE's Cluster
+// clients, as that user, take leases on every master with waiters handed them by sharded pub/sub (and unsubscribed
+// after), run an election with an observer, write with a fence and force a lease free. A permission missing from the
+// doc fails here (for GLIDE, which carries on without some of what it asks, also a refusal in the nodes' ACL LOG).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Cluster as IORedisCluster } from "ioredis";
 import { acquire, campaign, forceUnlock, inspect, observe, type RedisLike, release } from "../mod.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
+import { glide } from "../src/adapters/glide.ts";
 import { fencedSet } from "../src/fence.ts";
 import { keysOf } from "../src/_protocol.ts";
 import { startCluster, type StartedCluster } from "../harness/cluster.ts";
 import { waitUntil } from "../harness/wait.ts";
+import { pairs, type Reply } from "../harness/resp.ts";
 import { aclOfDoc } from "./_acl.ts";
+import { glideCluster } from "./_glide.ts";
 
 const PASSWORD = `pw-${crypto.randomUUID()}`;
 const acl = [
@@ -98,6 +102,39 @@ describe("the ACL of docs/security.md on Redis Cluster", () => {
       await exercise(ioredis(made[0]), ioredis(made[1]));
     } finally {
       for (const c of made) await c.quit().catch(() => {});
+    }
+  });
+
+  // Last: GLIDE's lines of the doc (its acl-glide block) are added to the user here, so the cases above run without.
+  test("GLIDE's cluster client as the user (redlease/glide, sharded pub/sub)", async () => {
+    const ports = cluster.masters().map((m) => m.port);
+    for (const port of ports) {
+      for (const words of aclOfDoc("acl-glide", { password: PASSWORD, resources: "", scriptCommands: "" })) {
+        await cluster.command(port, ...words);
+      }
+      await cluster.command(port, "ACL", "LOG", "RESET");
+    }
+    const credentials = { username, password: PASSWORD };
+    const made = [await glideCluster(ports, { credentials }), await glideCluster(ports, { credentials })];
+    try {
+      const [x, y] = made.map((c) => glide(c));
+      await assert.rejects(x.command!("{outside}", ["SET", "{outside}", "1"]), /NOPERM/, "the user is restricted");
+      await exercise(x, y);
+      // GLIDE carries on without some of what it sends: a refusal shows only in the ACL LOG. It names its topology
+      // connection (CLIENT SETNAME glide_management_connection), which the doc leaves out (see its GLIDE lines); any
+      // other refusal but the test's own `{outside}` is a permission the doc misses.
+      const refused: string[] = [];
+      for (const port of ports) {
+        for (const entry of await cluster.command(port, "ACL", "LOG") as Reply[]) {
+          const e = pairs(entry);
+          if (e.object !== "{outside}" && e.object !== "client|setname") {
+            refused.push(`${e.reason} ${e.object} on ${port}`);
+          }
+        }
+      }
+      assert.deepEqual(refused, [], "every other command GLIDE sent as the user was allowed");
+    } finally {
+      for (const c of made) c.close();
     }
   });
 });

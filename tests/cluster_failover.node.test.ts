@@ -1,5 +1,6 @@
 // Issue 27: after a cluster master is killed and its replica promoted, leases on its slots are granted again
-// within seconds, on every cluster client (node-redis v4 and v5 createCluster, ioredis Cluster through the adapter):
+// within seconds, on every cluster client (node-redis v4 and v5 createCluster, ioredis Cluster and Valkey GLIDE's
+// GlideClusterClient through their adapters):
 // the client is asked to rediscover the slots when commands to the dead master fail or hang, and a waiter queued
 // on a name of those slots gets the lease once the old holder's lease has expired. Node only: each case starts its
 // own cluster (3 masters + 3 replicas, cluster-node-timeout 1000) and kills a master.
@@ -12,8 +13,10 @@ import { createCluster as createCluster4 } from "redis";
 import { createCluster as createCluster5 } from "redis5";
 import { acquire, inspect, type Lease, type RedisLike, release } from "../mod.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
+import { glide } from "../src/adapters/glide.ts";
 import { keysOf } from "../src/_protocol.ts";
 import { sleep, startCluster, type StartedCluster } from "../harness/topology.ts";
+import { glideCluster } from "./_glide.ts";
 
 interface Made {
   client: RedisLike;
@@ -40,6 +43,10 @@ const makers: Record<string, (c: StartedCluster) => Promise<Made>> = {
     x.on("error", () => {});
     if (x.status !== "ready") await new Promise((r) => x.once("ready", r));
     return { client: ioredis(x), close: () => Promise.resolve(x.disconnect()) };
+  },
+  "glide": async (c) => {
+    const x = await glideCluster(c.masters().map((m) => m.port));
+    return { client: glide(x), close: () => Promise.resolve(x.close()) };
   },
 };
 

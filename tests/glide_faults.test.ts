@@ -1,11 +1,12 @@
 // The fault tests of tests/faults.test.ts, with Valkey GLIDE (redlease/glide) between the chaos proxy
 // (chaos/_proxy.ts) and a real redis-server: a reply lost after the command ran, a connection reset, a half-open
-// connection, and a handoff message lost while GLIDE reconnected. GLIDE keeps one connection per client, carrying
-// both the commands and the waiters' subscriptions, so each fault hits both.
+// connection, a reply that comes after the lease ran out, and a handoff message lost while GLIDE reconnected. GLIDE
+// keeps one connection per client, carrying both the commands and the waiters' subscriptions, so each fault hits
+// both. Also the counterpart of faults.test.ts's ioredis `stringNumbers` case: a client whose replies are bytes.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import type { GlideClient } from "@valkey/valkey-glide";
-import { acquire, inspect, RedisUnavailableError, release } from "../mod.ts";
+import { Decoder, type GlideClient } from "@valkey/valkey-glide";
+import { acquire, inspect, LockTimeoutError, RedisUnavailableError, release } from "../mod.ts";
 import { glide } from "../src/adapters/glide.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
 import { type Client, holdsOf, queued, type RedisServer, sleep, startRedis } from "./_redis.ts";
@@ -151,5 +152,59 @@ describe("the fault contract on Valkey GLIDE", () => {
     const took = performance.now() - t0;
     assert.ok(took < 2_500, `the waiter got the lease ${Math.round(took)} ms after GLIDE could reconnect`);
     await release(lease);
+  });
+
+  test("a grant whose reply arrives after the lease ran out is not returned", async () => {
+    const { proxy, driver } = await routed();
+    await release(await acquire(driver, fresh()));
+    const name = fresh();
+    proxy.delay({ ms: 1_500, kind: "all", direction: "down" });
+    const r = await settled(within(acquire(driver, name, { leaseMs: 500, waitMs: 1_000 }), 10_000, "acquire"));
+    proxy.delay({ ms: 0, kind: "all", direction: "down" });
+    if (r.value) {
+      assert.ok(r.value.remainingMs > 0 && !r.value.signal.aborted, "a returned lease is live");
+    } else {
+      // Too slow to hold a lease: an outage (a timeout, or a grant that came too late), not contention (issue 31).
+      assert.ok(r.error instanceof RedisUnavailableError, `rejects with RedisUnavailableError: ${r.error}`);
+    }
+    assert.ok(r.ms < 2_000, `settled after ${Math.round(r.ms)} ms`);
+  });
+
+  test("a grant whose reply arrives after the caller's deadline is undone at once, not left to its TTL", async () => {
+    const { proxy, driver } = await routed();
+    await release(await acquire(driver, fresh()));
+    const name = fresh();
+    proxy.delay({ ms: 1_500, kind: "all", direction: "down" });
+    const t0 = performance.now();
+    const r = await settled(within(acquire(driver, name, { leaseMs: 4_000, waitMs: 1_000 }), 10_000, "acquire"));
+    assert.ok(r.error instanceof RedisUnavailableError, `rejects with RedisUnavailableError: ${r.error}`);
+    // The grant ran at once (only replies are held back): its 4 s TTL would keep it held for a while yet, but the
+    // given-up call's undo has run by now (its command is not delayed).
+    await sleep(Math.max(0, 2_000 - (performance.now() - t0)));
+    proxy.delay({ ms: 0, kind: "all", direction: "down" });
+    const info = await inspect(admin, name);
+    assert.ok(performance.now() - t0 < 3_500, "read well inside the grant's TTL");
+    assert.equal(info.held, false, "nothing left held: the undo ran");
+  });
+
+  test("a client whose replies are bytes (defaultDecoder Bytes) never reads 'busy' as a grant, and is handed leases", async () => {
+    const name = fresh();
+    const holder = await acquire(admin, name, { leaseMs: 30_000 });
+    const c = await glideClient(srv.url, { defaultDecoder: Decoder.Bytes });
+    clients.push(c);
+    const driver = glide(c);
+    await assert.rejects(acquire(driver, name, { waitMs: 0 }), LockTimeoutError);
+    await assert.rejects(acquire(driver, name, { waitMs: 300 }), LockTimeoutError);
+    const lease = await acquire(driver, fresh());
+    assert.ok(lease.fence > 0);
+    assert.equal(await release(lease), true);
+    // Its waiter reads the handoff message (a channel and payload in bytes too).
+    const waiting = acquire(driver, name, { waitMs: 10_000 });
+    await queued(admin, name, 1);
+    const t0 = performance.now();
+    await release(holder);
+    const next = await within(waiting, 5_000, "the waiter");
+    assert.ok(performance.now() - t0 < 1_000, "handed over by the message, not found by its heartbeat");
+    assert.equal(await release(next), true);
   });
 });

@@ -26,6 +26,8 @@ import {
 } from "../mod.ts";
 import { ioredis } from "../src/adapters/ioredis.ts";
 import { nodeRedis } from "../src/adapters/node_redis.ts";
+import { glide } from "../src/adapters/glide.ts";
+import { glideClient } from "./_glide.ts";
 import { abortedWithin, type Client, holdsOf, queued, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
 
 let n = 0;
@@ -153,6 +155,27 @@ describe("outages are RedisUnavailableError, contention is LockTimeoutError", ()
       assertOutage(await rejection(acquire(driver, fresh(), { waitMs: 300 })), "acquire over ioredis", true);
     } finally {
       io.disconnect();
+      await own.stop();
+    }
+  });
+
+  test("GLIDE (redlease/glide), Redis stopped: RedisUnavailableError, the client's error as cause", async () => {
+    const own = await startRedis();
+    const g = await glideClient(own.url); // requestTimeout 5 s (tests/_glide.ts)
+    try {
+      const driver = glide(g);
+      // (A free lease, with time to load the script on a loaded machine: this part is not the outage.)
+      await release(await acquire(driver, fresh(), { waitMs: 5_000 }), { timeoutMs: 5_000 });
+      await own.kill();
+      // GLIDE has no error event, and while it reconnects a call fails only at its requestTimeout ("timed out"), not
+      // at once: the client's error is that of a call, which the adapter keeps. A call bounded past requestTimeout
+      // fails with it: an outage, GLIDE's error as cause.
+      const first = await rejection(inspect(driver, fresh(), { timeoutMs: 10_000 }));
+      assertOutage(first, "inspect bounded past GLIDE's requestTimeout", false);
+      assert.match(String((first as RedisUnavailableError).cause), /timed out/i, "GLIDE's own timeout");
+      assertOutage(await rejection(acquire(driver, fresh(), { waitMs: 300 })), "acquire over GLIDE", true);
+    } finally {
+      g.close();
       await own.stop();
     }
   });

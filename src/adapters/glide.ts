@@ -16,6 +16,10 @@
  *   meanwhile).
  *   Waiters poll instead (jittered, bounded by the holder's TTL) on GLIDE 2.0–2.2, on a RESP2 client, and on a
  *   client created with a `pubsubSubscriptions` callback (GLIDE hands every message to that callback).
+ * - On a cluster, during a failover, GLIDE fails calls that never ran: with a `MOVED` or `ASK` (it can stop following
+ *   redirections before every node knows the promoted replica), or for want of a connection to the dead master
+ *   (`ConnectionNotFoundForRoute`). The adapter says so (`unsent`), and redlease sends them again while their caller
+ *   waits, as after `CLUSTERDOWN`.
  * - GLIDE's `requestTimeout` (250 ms unless set) bounds each call as well as redlease's own bounds: a call it times
  *   out fails as an outage (`RedisUnavailableError`). `WAIT` (the `replicas` option) is a blocking command to GLIDE,
  *   which waits for its own timeout plus a margin; redlease bounds it by the caller's deadline.
@@ -333,7 +337,7 @@ function clusterDriver(cluster: GlideClusterClientLike): Driver {
       : cluster.customCommand(args, { route: { type: "primarySlotKey", key }, ...STRINGS })
   );
   // Scripts call SPUBLISH: slot-local, instead of PUBLISH, which the cluster bus copies to every node.
-  const sharded: Driver = { ...driver, sharded: true };
+  const sharded: Driver = { ...driver, sharded: true, unsent };
   if (!canSubscribe(cluster, "ssubscribe", "sunsubscribe")) return sharded;
   const { channels, subscribe, unsubscribe } = pubsub(
     cluster,
@@ -349,6 +353,16 @@ function clusterDriver(cluster: GlideClusterClientLike): Driver {
     unsubscribe,
     onResubscribed: probe.onResubscribed,
   };
+}
+
+/**
+ * Whether a cluster call surely never ran, so that redlease sends it again while its caller waits: GLIDE had no
+ * connection to the slot's node to send it on (a master that died: `ConnectionNotFoundForRoute`), or Redis answered
+ * it with a redirection that GLIDE gave back (`MOVED`, `ASK`, in Redis's wording: see calls()), as GLIDE does during
+ * a failover before every node knows the promoted replica.
+ */
+function unsent(e: unknown): boolean {
+  return e instanceof Error && (/^(MOVED|ASK) /.test(e.message) || /\bConnectionNotFoundForRoute\b/.test(e.message));
 }
 
 /**
