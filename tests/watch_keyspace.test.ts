@@ -5,7 +5,9 @@
 // (docs/watch.md).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { Redis as IORedis } from "ioredis";
 import { createClient } from "redis";
+import { ioredis } from "../src/adapters/ioredis.ts";
 import { acquire, type Lease, release } from "../mod.ts";
 import { type LeaseChange, watch } from "../src/watch.ts";
 import { keysOf } from "../src/_protocol.ts";
@@ -101,6 +103,17 @@ describe("watch, keyspace notifications: another database, an older server's ref
       await joinAndLeave(w, c, "watch-ks-db3");
     } finally {
       await Promise.all([w.disconnect(), c.disconnect()]);
+    }
+  });
+
+  test("an ioredis client with a keyPrefix hears the events of its prefixed queue key", async () => {
+    // Redis names the channel after the key as stored (`__keyspace@0__:tenant7:redlease:{…}:q`): the prefix goes
+    // inside the channel's name, after the database, not in front of it as for the lease's own channels.
+    const [c1, c2] = [0, 1].map(() => new IORedis(srv.url, { keyPrefix: "tenant7:" }));
+    try {
+      await joinAndLeave(ioredis(c1), ioredis(c2), "watch-ks-prefix");
+    } finally {
+      await Promise.all([c1.quit(), c2.quit()]);
     }
   });
 
