@@ -88,6 +88,55 @@ for (const ad of adapters) {
   });
 }
 
+// docs/security.md's ACL grants `&redlease:*`, not the keyspace channels: the watcher's SUBSCRIBE there is refused.
+// That must leave the watch going (by heartbeat) and the client's waiters, whose channels share its subscriber
+// connection, untouched (Bun closes the subscriber connection on a refused SUBSCRIBE).
+for (const ad of adapters) {
+  if (!ad.runtimes.includes(runtimeName() as Runtime) || !ad.pubsub || ad.name === "glide") continue;
+  describe(`watch, keyspace channels refused by the ACL: ${ad.name}`, () => {
+    let srv: RedisServer, admin: Client, made: Made | undefined;
+    before(async () => {
+      srv = await startRedis(["--notify-keyspace-events", "Kz"]);
+      admin = await srv.client();
+      const rule = ["on", ">pw", "~redlease:*", "resetchannels", "&redlease:*", "+@all"];
+      await admin.sendCommand(["ACL", "SETUSER", "app", ...rule]);
+      const url = new URL(srv.url);
+      [url.username, url.password] = ["app", "pw"];
+      made = await ad.make(url.href);
+    });
+    after(async () => {
+      await made?.close();
+      await srv.stop();
+    });
+
+    test(`${ad.name}: the watch goes on by heartbeat, and a waiter of the same client is handed the lease`, async () => {
+      const c = made!.client, name = `watch-ks-acl-${ad.name.replace(/\W+/g, "-")}`;
+      const stop = new AbortController(), seen: LeaseChange[] = [];
+      let failed: unknown;
+      const done = (async () => {
+        for await (const ch of watch(c, name, { signal: stop.signal, pollMs: 200 })) seen.push(ch);
+      })().catch((e) => void (failed = e));
+      try {
+        await until("the watch's first state", () => seen.length > 0 || failed !== undefined, 5_000);
+        const holder = await acquire(admin, name, { leaseMs: 30_000 });
+        const waiting = acquire(c, name, { leaseMs: 30_000, waitMs: 20_000 });
+        await queued(admin, name);
+        await queueChange(seen, 0, 1);
+        const t0 = performance.now();
+        await release(holder);
+        const next = await waiting;
+        const took = performance.now() - t0;
+        assert.ok(took < 5_000, `handoff took ${took} ms (a missed handoff waits for the holder's TTL)`);
+        await release(next);
+        assert.equal(failed, undefined);
+      } finally {
+        stop.abort();
+        await done;
+      }
+    });
+  });
+}
+
 describe("watch, keyspace notifications: another database, an older server's refusal", () => {
   let srv: RedisServer;
   before(async () => {
