@@ -92,7 +92,7 @@ for (const ad of adapters) {
 // That must leave the watch going (by heartbeat) and the client's waiters, whose channels share its subscriber
 // connection, untouched (Bun closes the subscriber connection on a refused SUBSCRIBE).
 for (const ad of adapters) {
-  if (!ad.runtimes.includes(runtimeName() as Runtime) || !ad.pubsub || ad.name === "glide") continue;
+  if (!ad.runtimes.includes(runtimeName() as Runtime) || !ad.pubsub) continue;
   describe(`watch, keyspace channels refused by the ACL: ${ad.name}`, () => {
     let srv: RedisServer, admin: Client, made: Made | undefined;
     before(async () => {
