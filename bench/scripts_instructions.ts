@@ -11,7 +11,8 @@
  *
  * A version is as in bench/scripts_ab.ts (a git revision, a module path, or `.`); `floor` is the fenced and fair
  * floor scripts of bench/_libs.ts (on 2 keys, as scripts_cost.ts runs them). The paths are scripts_ab.ts's, run on a
- * flushed keyspace per version.
+ * flushed keyspace per version, and, for a version with the set scripts, the general path every weighted permit takes
+ * (acquire_set and release_set: free, queued, handed over; issue 32).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -42,6 +43,9 @@ interface Scripts {
   readonly extend?: Script;
   readonly queue?: Script;
   readonly handoff?: Script;
+  /** The scripts of shared holds and permits (measured on their weighted paths), where the version has them. */
+  readonly acquireSet?: Script;
+  readonly releaseSet?: Script;
 }
 
 async function load(version: string): Promise<Scripts> {
@@ -60,7 +64,10 @@ async function load(version: string): Promise<Scripts> {
     if (!m) throw new Error(`${version}: no ${name} script`);
     return { sha: m[1], source: JSON.parse(m[2]) as string };
   };
-  return { acquire: pick("acquire"), release: pick("release"), extend: pick("extend") };
+  const set = text.includes("export const acquireSet: Script")
+    ? { acquireSet: pick("acquireSet"), releaseSet: pick("releaseSet") }
+    : {};
+  return { acquire: pick("acquire"), release: pick("release"), extend: pick("extend"), ...set };
 }
 const versions = await Promise.all(names.map(load));
 
@@ -113,6 +120,48 @@ const wid = (i: number) => waiter(i).replaceAll("-", "");
 const entry = (i: number) => `${"c".repeat(32)}|${wid(i)}|30000|1000|x|${waiter(i)}`;
 const num = (r: unknown) => Number(r);
 const fences: unknown[] = [];
+
+/**
+ * The general path of the shared holds' and permits' scripts, which every weighted hold takes (2 of 3 permits): taken
+ * on a free lease and released; taken, a waiter of the same weight queued behind it, and handed over by the release.
+ */
+async function weighted(
+  tag: string,
+  acquireSet: Script,
+  releaseSet: Script,
+  keys: (p: string, i: number) => string[],
+  keep: (r: unknown, i: number) => boolean,
+) {
+  const acq = (
+    k: string[],
+    o: string,
+    attempt: string,
+    entry = "",
+  ) => ["EVALSHA", acquireSet.sha, "4", ...k, o, "300000", attempt, entry, entry ? "30000" : "", "PUBLISH", "p3w2"];
+  const rel = (
+    k: string[],
+    o: string,
+    fence: unknown,
+  ) => ["EVALSHA", releaseSet.sha, "4", ...k, o, "10000", String(fence), "", "", "PUBLISH"];
+  const setEntry = (i: number) => `${"c".repeat(32)}|${wid(i)}|30000|1000|p3w2|${waiter(i)}`;
+  await measure(`${tag} acquire_set: weighted, free`, (i) => acq(keys("w", i), owner(i), `a${wid(i)}`), keep);
+  await measure(
+    `${tag} release_set: weighted, no waiter`,
+    (i) => rel(keys("w", i), owner(i), fences[i]),
+    (r) => num(r) === 2,
+  );
+  for (let i = 0; i < N; i++) fences[i] = await c.sendCommand(acq(keys("v", i), owner(i), `a${wid(i)}`));
+  await measure(
+    `${tag} acquire_set: weighted, queue the waiter`,
+    (i) => acq(keys("v", i), waiter(i), wid(i), setEntry(i)),
+    Array.isArray,
+  );
+  await measure(
+    `${tag} release_set: weighted, hand over`,
+    (i) => rel(keys("v", i), owner(i), fences[i]),
+    (r) => num(r) === 3,
+  );
+}
 
 try {
   for (const [v, s] of versions.entries()) {
@@ -201,6 +250,7 @@ try {
     const ext = (i: number) => ["EVALSHA", s.extend!.sha, "1", keys("c", i)[0], waiter(i), "300000", "", "", "GT"];
     await measure(`${tag} extend: claim a grant`, ext, (r) => num(r) === 1);
     await measure(`${tag} extend: renew`, ext, (r) => num(r) === 1);
+    if (s.acquireSet && s.releaseSet) await weighted(tag, s.acquireSet, s.releaseSet, keys, keep);
   }
   await Promise.all([c.quit(), sub.quit()]);
   const counts = new Map<string, number>();

@@ -170,7 +170,10 @@ if gowner then
       md)
     return done(mf)
   end
-  put(s, d, owner, fence, aid, 1, false, until_us + lus, 's', redis.call('EXISTS', s) == 0, nil, lag)
+  -- (Watched, see inspect.lua: the watch key counts 2 in the EXISTS of the holder set, and the new hold is told.)
+  local x = redis.call('EXISTS', s, h .. ':n', h .. ':n')
+  put(s, d, owner, fence, aid, 1, false, until_us + lus, 's', x % 2 == 0, nil, lag)
+  if x >= 2 then redis.pcall(pub, h .. ':n', 'g') end
   return done(fence)
 end
 -- (An expired hold still unclaimed is a grant its waiter never claimed: dropped, it is passed on.)
@@ -202,13 +205,18 @@ local cap = tonumber(string.match(kind, '^p(%d+)'))
 if cap and n >= cap then return wait(earliest(s, now)) end
 -- FIFO: queued waiters go first; the run admitted may reach this caller, or empty the queue. (A caller too heavy for
 -- the permits left still admits the waiters ahead of it that fit.)
-local queued = redis.call('EXISTS', q) == 1
+-- Watched (see inspect.lua), the watch key counts 2 in the same EXISTS (an odd count is the queue), and a grant made
+-- here, to this caller or to waiters admitted, is told on it.
+local wk = h .. ':n'
+local x = redis.call('EXISTS', q, wk, wk)
+local queued = x % 2 == 1
 if cap and n + wt > cap and not queued then return wait(earliest(s, now)) end
 if queued then
   local w = { h = h, q = q, s = s, d = d, pub = pub, last = fence, self = aid, mode = mode, n = n, now = now }
   local r = admit(w)
   fence, mode, n = w.last, w.mode, w.n
   if (r ~= 'self' and r ~= 'empty') or (mode and mode ~= km) or (cap and n + wt > cap) then
+    if w.granted and x >= 2 then redis.pcall(pub, wk, 'g') end
     if w.granted then return wait(w.granted) end
     if n > 0 then return wait(earliest(s, now)) end
     return wait(math.max(redis.call('PTTL', h), 1))
@@ -219,6 +227,7 @@ local f = next_fence(fence, now)
 put(s, d, owner, f, aid, 1, false, until_us + lus, kind, n == 0, nil, lag)
 add_surplus(d, wt - 1)
 write_set(h, f, km, n == 0 and until_us + lus or latest(s))
+if x >= 2 then redis.pcall(pub, wk, 'g') end
 local r = done(f)
 -- The waiters behind this caller that can proceed with it (a run of shared waiters, free permits); none when nobody
 -- was queued before (this script queued nobody since).

@@ -12,10 +12,14 @@
 --          owner) is then <= 0, and ms left + lock delay is what is left of the delay.
 -- ARGV[1]  for a watcher (see src/watch.ts): ms to keep the lease's watch key "<lease key>:n" at least (made, or its
 --          time lengthened), else omitted. While that key lives, the scripts that grant and release (acquire,
---          acquire_set's common path, acquire_all, release, release_set) publish a message ("g" granted, "r<owner>"
---          released) on the channel of the same name: they count the key in an EXISTS they make anyway, so an
---          unwatched lease costs no command more. They publish with redis.pcall: a user who may not publish there
---          (plain leases need no channel) takes and releases as before, and the watcher reads the change later.
+--          acquire_set, acquire_all, release, release_set) publish a message ("g" granted, "r<owner>" released) on
+--          the channel of the same name: they count the key in an EXISTS they make anyway, so an unwatched lease
+--          costs no command more. They publish with redis.pcall: a user who may not publish there (plain leases need
+--          no channel) takes and releases as before, and the watcher reads the change later. (force_unlock tells
+--          on "<lease key>:o", which it publishes on anyway: a watcher listens there too. What no script tells — a
+--          waiter joining or leaving the queue, an extension, the release of a downgrade's shared hold while its
+--          owner holds the lease exclusively — the watcher finds from keyspace notifications, where the server
+--          sends them, or at its heartbeat: see docs/watch.md.)
 -- @include _record.lua
 -- @include _holders.lua
 local h, s, d = KEYS[1], KEYS[3], KEYS[4]

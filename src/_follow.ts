@@ -1,5 +1,5 @@
 // The engine of observe() and watch(): follow something in Redis by reading it again whenever a message on its
-// channel says it changed, when a time it read runs out, at a heartbeat, and once the subscriber connection is back
+// channels says it changed, when a time it read runs out, at a heartbeat, and once the subscriber connection is back
 // from a drop (the messages sent meanwhile were lost). Without pub/sub (the HTTP driver) it reads at the heartbeat.
 import type { ClientState } from "./_client.ts";
 import { bounded } from "./_connection.ts";
@@ -13,6 +13,11 @@ export interface Follower<R, S, E> {
   readonly channel: string;
   /** Told each message, before the read it causes (optional). */
   told?(message: string): void;
+  /**
+   * More channels whose messages may tell a change, each with whether a message does (optional): subscribed with
+   * the channel, where they can be; one that cannot (refused, unknown) leaves what it would tell to the heartbeat.
+   */
+  more?(): Promise<ReadonlyArray<readonly [channel: string, wakes: (message: string) => boolean]>>;
   /** Ms between reads at the latest: with pub/sub (`subscribed`), and without. */
   heartbeat(subscribed: boolean): number;
   /** One read, within `bound`. */
@@ -45,6 +50,9 @@ export async function* follow<R, S, E>(
     wake?.();
   };
   let subscribing: Promise<void> | undefined;
+  // The channels of f.more() subscribed (or being subscribed), with their listeners.
+  const more: Array<Promise<readonly [string, (message: string) => void] | undefined>> = [];
+  let ended = false;
   const bound = () => ({ until: performance.now() + DEFAULT_CALL_TIMEOUT_MS, signal, name });
   // Messages sent while the subscriber connection was down are lost: read again once it is back.
   const again = () => listener();
@@ -52,7 +60,16 @@ export async function* follow<R, S, E>(
   try {
     if (driver.subscribe && !signal?.aborted) {
       subscribing = driver.subscribe(channel, listener);
-      await bounded(subscribing, bound());
+      const extra = (f.more?.() ?? Promise.resolve([])).then((list) =>
+        Promise.all(list.map(([ch, wakes]) => {
+          if (ended) return;
+          const l = (message: string) => void (wakes(message) && listener());
+          const sub = driver.subscribe!(ch, l).then(() => [ch, l] as const, () => undefined);
+          more.push(sub);
+          return sub;
+        }))
+      ).catch(() => {});
+      await bounded(Promise.all([subscribing, extra]), bound());
     }
     const subscribed = subscribing !== undefined;
     const heartbeat = f.heartbeat(subscribed);
@@ -71,10 +88,15 @@ export async function* follow<R, S, E>(
     if (signal?.aborted) return;
     throw e;
   } finally {
+    ended = true;
     state.resubscribed.delete(again);
     // Unsubscribe once subscribed, even if the wait for it was given up (it may still complete).
     if (subscribing) {
-      await bounded(subscribing.then(() => driver.unsubscribe?.(channel, listener)), bound()).catch(() => {});
+      const all = [
+        subscribing.then(() => driver.unsubscribe?.(channel, listener)),
+        ...more.map((sub) => sub.then((s) => s && driver.unsubscribe?.(...s))),
+      ];
+      await bounded(Promise.all(all), bound()).catch(() => {});
     }
   }
 }

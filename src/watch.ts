@@ -16,13 +16,14 @@ import { checkClient, type RedisLike, stateOf } from "./_client.ts";
 import { FENCE_RETAIN_MS } from "./_defaults.ts";
 import { follow } from "./_follow.ts";
 import { type LeaseHolder, type LeaseInfo, leaseInfo } from "./_info.ts";
-import { inspectCall, keysOf, type Snapshot, watchChannelOf } from "./_protocol.ts";
+import { electionChannelOf, inspectCall, keysOf, type Snapshot, watchChannelOf } from "./_protocol.ts";
 import { checkFollowOptions, checkName, checkPrefix } from "./_validate.ts";
+import type { Driver } from "./driver.ts";
 import type { KeyOptions } from "./lease.ts";
 
 export type { LeaseHolder, LeaseInfo };
 export type { NodeRedisClient, RedisLike } from "./_client.ts";
-export type { Driver } from "./driver.ts";
+export type { Driver };
 export type { KeyOptions, LeaseKind } from "./lease.ts";
 
 /** Options of {@linkcode watch}. */
@@ -34,9 +35,11 @@ export interface WatchOptions extends KeyOptions {
   readonly signal?: AbortSignal;
   /**
    * How often the state is read at the latest, ms (integer from 10 to 3600000). Without pub/sub (the HTTP driver)
-   * this is the polling period: every change is seen at most this late. With pub/sub, grants and releases are told
-   * by message at once, expiries are read when the TTL read last runs out, and this read catches what no message
-   * tells (a waiter joining or leaving the queue, a force-unlock, an extension).
+   * this is the polling period: every change is seen at most this late. With pub/sub, grants, releases and
+   * force-unlocks are told by message at once, expiries are read when the TTL read last runs out, a waiter joining
+   * or leaving the queue is told by the server's keyspace notifications where the operator enabled them
+   * (`notify-keyspace-events` with `K` and `z`; not on a Cluster), and this read catches what nothing tells (the
+   * queue's changes elsewhere, an extension).
    * @default {2000 with pub/sub, 1000 without}
    */
   readonly pollMs?: number;
@@ -73,9 +76,12 @@ const keyMs = (heartbeat: number) => heartbeat * 3 + 1_000;
  * each grant, release, expiry and change of the queue's length, in order, each with the state after it. Readers of
  * a lease that nobody watches pay nothing: while a watcher lives, the lease's scripts tell its grants and releases
  * on its watch channel, which they know from a key the watcher keeps (counted in an `EXISTS` the scripts make
- * anyway: no command more for anyone, watched or not). Expiry is seen from the TTL the watcher read: it reads the
- * state again when it runs out. On a driver without pub/sub (HTTP) it polls every `pollMs`. After the subscriber
- * connection comes back from a drop it reads the state again, so a change made meanwhile is reported then.
+ * anyway: no command more for anyone, watched or not). A force-unlock is told on the channel it publishes on for
+ * elections; the queue's changes by keyspace notifications where the server sends them (`notify-keyspace-events`
+ * with `Kz`, never set by the watcher; not on a Cluster), else at the heartbeat. Expiry is seen from the TTL the
+ * watcher read: it reads the state again when it runs out. On a driver without pub/sub (HTTP) it polls every
+ * `pollMs`. After the subscriber connection comes back from a drop it reads the state again, so a change made
+ * meanwhile is reported then.
  *
  * What it can miss, and why: each change is found by reading the state, so a hold granted and released between two
  * reads (within one round trip after its message) is not reported; nor is a waiter that joins and leaves the queue
@@ -112,6 +118,15 @@ export function watch(client: RedisLike, name: string, options?: WatchOptions): 
   return follow<Snapshot, Seen, LeaseChange>(state, name, signal, {
     channel: watchChannelOf(keys),
     told: (message) => void (message[0] === "r" && released.add(message.slice(1))),
+    // A force-unlock is told on the election channel (it publishes there anyway); a waiter joining or leaving the
+    // queue, by the server's keyspace notifications, where it sends them (see keyspaceOf).
+    more: async () => {
+      const db = await keyspaceOf(state.driver, keys.hash);
+      const out: Array<readonly [string, (message: string) => boolean]> = [[electionChannelOf(keys), () => true]];
+      // (Not the queue's TTL set again by a waiter's every check: its length did not change.)
+      if (db !== undefined) out.push([`__keyspace@${db}__:${keys.queue}`, (m) => m !== "expire"]);
+      return out;
+    },
     heartbeat: (subscribed) => (beat = pollMs ?? (subscribed ? 2_000 : 1_000)),
     // Only a subscribed watcher keeps the watch key: without a subscriber, messages would be sent for nobody.
     read: (bound, subscribed) => inspectCall(state, keys, bound, subscribed ? keyMs(beat) : undefined),
@@ -124,6 +139,22 @@ export function watch(client: RedisLike, name: string, options?: WatchOptions): 
       return { out, last: { info, at }, ms: Math.min(...left) + 5 };
     },
   });
+}
+
+/**
+ * The database index for the keyspace notification channels of the client's keys (`__keyspace@<db>__:<key>`), from
+ * `CLIENT INFO` (Redis 6.2 and later), or undefined where they cannot be heard: on a Cluster (notifications are
+ * published on the node of the key only, not as sharded messages, and a cluster client subscribes on any node), or
+ * when the command is refused (an older server, an ACL). Whether the server sends them (`notify-keyspace-events`)
+ * is the operator's to set: a watcher never changes the server's configuration, and hears nothing where it is off.
+ */
+async function keyspaceOf(driver: Driver, key: string): Promise<string | undefined> {
+  if (driver.sharded || !driver.command) return undefined;
+  try {
+    return /(?:^|\s)db=(\d+)/.exec(String(await driver.command(key, ["CLIENT", "INFO"])))?.[1];
+  } catch {
+    return undefined;
+  }
 }
 
 /** Who holds how: an exclusive holder with its fence (a new grant to the same owner is a new hold). */

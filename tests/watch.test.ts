@@ -4,11 +4,11 @@
 // subscriber connection is down is reported once it is back; and a lease nobody watches runs no command more.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { acquire, type Lease, release } from "../mod.ts";
+import { acquire, forceUnlock, type Lease, release } from "../mod.ts";
 import { type LeaseChange, watch } from "../src/watch.ts";
 import { keysOf, watchChannelOf } from "../src/_protocol.ts";
 import { adapters, type Made, type Runtime } from "./_contract.ts";
-import { type Client, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
+import { type Client, queued, type RedisServer, runtimeName, sleep, startRedis } from "./_redis.ts";
 
 /** Collects what a watch yields, in the background, until `stop` aborts. */
 function collect(it: AsyncIterable<LeaseChange>) {
@@ -150,6 +150,58 @@ for (const ad of adapters) {
 
     if (!ad.pubsub) return;
 
+    test(`${ad.name}: the set scripts' general path tells its grants (weighted, a downgrade, with a lock delay)`, async () => {
+      const [a, b] = made.map((m) => m.client);
+      const name = fresh(), stop = new AbortController();
+      const w = collect(watch(a, name, { signal: stop.signal, pollMs }));
+      const held: Lease[] = [];
+      // A grant reported within 3 s while the heartbeat is a minute away: told by message.
+      const grant = async (take: () => Promise<Lease>, kind: string) => {
+        const n = w.seen.length, lease = await take();
+        held.push(lease);
+        const g = await w.next("granted", n);
+        assert.ok(g.type === "granted" && g.holder.owner === lease.owner && g.holder.kind === kind, JSON.stringify(g));
+      };
+      try {
+        await w.next("state", 0);
+        await grant(() => acquire(b, name, { permits: 3, weight: 2, leaseMs: 30_000 }), "permit");
+        const n = w.seen.length;
+        await release(held.pop()!);
+        await w.next("released", n);
+        // A downgrade: the exclusive holder adds a shared hold.
+        await grant(() => acquire(b, name, { leaseMs: 30_000 }), "exclusive");
+        await grant(() => acquire(b, name, { shared: true, owner: held[0], leaseMs: 30_000 }), "shared");
+        for (const l of held.splice(0).reverse()) await release(l);
+        await until(() => w.seen.at(-1)!.info.held === false, "all released");
+        // A shared hold with a lock delay.
+        await grant(() => acquire(b, name, { shared: true, leaseMs: 30_000, lockDelayMs: 1_000 }), "shared");
+      } finally {
+        for (const l of held) await release(l).catch(() => {});
+        stop.abort();
+        await w.done;
+      }
+    });
+
+    test(`${ad.name}: a force-unlock is told (on the channel it publishes on for elections)`, async () => {
+      const [a, b] = made.map((m) => m.client);
+      const name = fresh(), stop = new AbortController();
+      const w = collect(watch(a, name, { signal: stop.signal, pollMs }));
+      let lease: Lease | undefined;
+      try {
+        await w.next("state", 0);
+        lease = await acquire(b, name, { leaseMs: 30_000 });
+        await w.next("granted", 1);
+        const n = w.seen.length;
+        assert.equal(await forceUnlock(admin, name), true);
+        const gone = await w.next("released", n);
+        assert.ok(gone.type === "released" && gone.holder.owner === lease.owner && !gone.info.held);
+      } finally {
+        if (lease) await release(lease).catch(() => {});
+        stop.abort();
+        await w.done;
+      }
+    });
+
     test(`${ad.name}: a grant made while the subscriber connection is down is reported once it is back`, async () => {
       const [a, b] = made.map((m) => m.client);
       const name = fresh(), stop = new AbortController();
@@ -244,6 +296,100 @@ describe("watch: what it costs a lease", () => {
           else assert.deepEqual(ran, { ...before4a8c95e(kind, again), publish: 2 }, what);
         }
       }
+    }
+  });
+});
+
+describe("watch: what it costs the set scripts' general path", () => {
+  let srv: RedisServer, a: Client, b: Client, admin: Client;
+  before(async () => {
+    srv = await startRedis();
+    [a, b, admin] = [await srv.client(), await srv.client(), await srv.client()];
+  });
+  after(async () => {
+    await srv.stop();
+  });
+  const stats = async () => {
+    const out: Record<string, number> = {};
+    for (const m of (await admin.info("commandstats")).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+      out[m[1]] = Number(m[2]);
+    }
+    delete out.info;
+    delete out["config|resetstat"];
+    return out;
+  };
+  const weighted = { permits: 3, weight: 2, leaseMs: 30_000 };
+  // As bcef013 ran them (before the general path counted the watch key), measured with this test.
+  const bcef013 = {
+    // An uncontended weighted acquire + release, on a fresh name and on one released moments ago.
+    cycle: {
+      evalsha: 2,
+      time: 2,
+      get: 2,
+      exists: 3,
+      set: 2,
+      hset: 1,
+      hget: 2,
+      hdel: 3,
+      hincrby: 2,
+      zadd: 1,
+      zcard: 1,
+      zrem: 1,
+      zscore: 1,
+      zrangebyscore: 1,
+      pexpireat: 2,
+    },
+    // A weighted holder; a waiter queued behind it (subscribed already); a lighter newcomer told to wait (it may not
+    // pass the queued waiter); the holder's release hands the waiter its grant (by message), which it releases.
+    contended: {
+      evalsha: 3,
+      time: 3,
+      get: 3,
+      exists: 3,
+      set: 2,
+      hset: 1,
+      hget: 8,
+      hmget: 1,
+      hdel: 6,
+      hincrby: 3,
+      zadd: 1,
+      zcard: 4,
+      zcount: 1,
+      zrange: 4,
+      zpopmin: 1,
+      zrem: 2,
+      zscore: 2,
+      zrangebyscore: 3,
+      pexpireat: 2,
+      publish: 1,
+      "pubsub|numsub": 1,
+    },
+  };
+
+  test("an unwatched lease runs the commands it ran before; a watched one tells the grants", async () => {
+    for (const watched of [false, true]) {
+      for (const again of [false, true]) {
+        const name = `set-cost-${watched}-${again}`;
+        await release(await acquire(a, `warm-${name}`, weighted)); // the scripts loaded
+        if (again) await release(await acquire(a, name, weighted));
+        if (watched) await admin.set(watchChannelOf(keysOf("redlease", name)), "1", { PX: 60_000 });
+        await admin.sendCommand(["CONFIG", "RESETSTAT"]);
+        await release(await acquire(a, name, weighted));
+        const ran = await stats(), what = `watched: ${watched}, again: ${again}`;
+        assert.deepEqual(ran, watched ? { ...bcef013.cycle, publish: 2 } : bcef013.cycle, what);
+      }
+      const name = `set-cost-contended-${watched}`;
+      const holder = await acquire(a, name, weighted);
+      const waiting = acquire(b, name, { ...weighted, waitMs: 10_000 });
+      await queued(admin, name);
+      if (watched) await admin.set(watchChannelOf(keysOf("redlease", name)), "1", { PX: 60_000 });
+      await admin.sendCommand(["CONFIG", "RESETSTAT"]);
+      await assert.rejects(acquire(a, name, { permits: 3, waitMs: 0 }));
+      await release(holder);
+      await release(await waiting);
+      const ran = await stats();
+      // (Watched: the release and the waiter's release told, not the newcomer's wait nor the claim.)
+      assert.deepEqual(ran, watched ? { ...bcef013.contended, publish: 3 } : bcef013.contended);
     }
   });
 });

@@ -95,7 +95,8 @@ function makeDriver(client: BunRedisClient): Driver {
     evalSource: (source, keys, args) => client.send("EVAL", [source, String(keys.length), ...keys, ...args]),
     loadScript: async (source) => String(await client.send("SCRIPT", ["LOAD", source])),
     command: (_key, [cmd, ...rest]) => client.send(cmd, rest),
-    subscribe: (ch, l) => listen(channels, ch, l, (to) => subscriber().then((conn) => conn.subscribe(ch, to))),
+    subscribe: (ch, l) =>
+      listen(channels, ch, l, (to) => allowed(client, ch).then(subscriber).then((conn) => conn.subscribe(ch, to))),
     unsubscribe: (ch, l) => {
       const current = sub;
       return unlisten(channels, ch, l, async () => {
@@ -113,6 +114,19 @@ function makeDriver(client: BunRedisClient): Driver {
     },
     onResubscribed: (fn) => void (resubscribed = fn),
   };
+}
+
+/**
+ * Resolves if `ch` may be subscribed, for a keyspace notification channel (a watcher's, optional): Bun (1.4) answers
+ * a SUBSCRIBE the ACL refuses by closing the subscriber connection, with every waiter's channel on it, and never
+ * settles the call. An ACL that grants redlease's own channels only (docs/security.md) refuses those, so they are
+ * subscribed only once `ACL DRYRUN` says the user may (Redis 7; refused or older: the watcher goes by heartbeat).
+ */
+async function allowed(client: BunRedisClient, ch: string): Promise<void> {
+  if (!ch.startsWith("__keyspace@")) return;
+  const user = String(await client.send("ACL", ["WHOAMI"]));
+  const verdict = await client.send("ACL", ["DRYRUN", user, "SUBSCRIBE", ch]);
+  if (verdict !== "OK") throw new Error(`Cannot subscribe to '${ch}': ${verdict}`);
 }
 
 export type { Driver } from "../driver.ts";

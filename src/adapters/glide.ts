@@ -309,12 +309,25 @@ function resubscriptions(identity: () => Promise<string>, channels: Channels) {
   };
 }
 
+/**
+ * Resolves if `ch` may be subscribed, for a keyspace notification channel (a watcher's, optional): GLIDE keeps
+ * sending a SUBSCRIBE the ACL refuses (docs/security.md's ACL grants redlease's own channels only), logging each
+ * refusal, until its timeout, so those are subscribed only once `ACL DRYRUN` says the user may (Redis 7; refused or
+ * older: the watcher goes by heartbeat).
+ */
+async function allowed(call: (args: string[], key: string) => Promise<unknown>, ch: string): Promise<void> {
+  if (!ch.startsWith("__keyspace@")) return;
+  const user = String(await call(["ACL", "WHOAMI"], ""));
+  const verdict = await call(["ACL", "DRYRUN", user, "SUBSCRIBE", ch], "");
+  if (verdict !== "OK") throw new Error(`Cannot subscribe to '${ch}': ${verdict}`);
+}
+
 function standaloneDriver(client: GlideStandaloneClient): Driver {
   const { driver, call } = calls((args) => client.customCommand(args, STRINGS));
   if (!canSubscribe(client, "subscribe", "unsubscribe")) return driver;
   const { channels, subscribe, unsubscribe } = pubsub(
     client,
-    (ch) => client.subscribe!([ch], SUBSCRIBE_MS),
+    (ch) => allowed(call, ch).then(() => client.subscribe!([ch], SUBSCRIBE_MS)),
     (ch) => client.unsubscribe!([ch], SUBSCRIBE_MS),
   );
   const probe = resubscriptions(identity(call, () => call(["CLIENT", "ID"], "").then(String)), channels);

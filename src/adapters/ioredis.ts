@@ -152,6 +152,14 @@ function keyPrefixOf(client: { readonly options?: { readonly keyPrefix?: unknown
   return typeof prefix === "string" ? prefix : "";
 }
 
+/**
+ * The channel `ch` as Redis names it for a client whose keys carry `prefix`: in front of a channel of redlease's own
+ * (its scripts publish on names built from prefixed keys), or, for a keyspace notification channel
+ * (`__keyspace@<db>__:<key>`, which Redis names after the key as stored), in front of the key.
+ */
+const prefixed = (prefix: string, ch: string) =>
+  ch.startsWith("__keyspace@") ? ch.replace(":", `:${prefix}`) : prefix + ch;
+
 const evalArgs = (keys: readonly string[], args: readonly string[]) => [...keys, ...args];
 
 // Long: one closure per driver method over the same client and subscriber connection; each method is short.
@@ -200,12 +208,12 @@ function standaloneDriver(client: IORedisClient): Driver {
     command: (_key, [cmd, ...rest]) => client.call(cmd, ...rest),
     // ioredis prefixes keys but not SUBSCRIBE channels; scripts publish on channels built from prefixed keys.
     subscribe: (ch, l) => {
-      const { conn, ready } = subscriber();
-      return listen(channels, prefix + ch, l, () => ready.then(() => conn.subscribe(prefix + ch)));
+      const { conn, ready } = subscriber(), c = prefixed(prefix, ch);
+      return listen(channels, c, l, () => ready.then(() => conn.subscribe(c)));
     },
     unsubscribe: (ch, l) => {
-      const conn = sub;
-      return conn ? unlisten(channels, prefix + ch, l, () => conn.unsubscribe(prefix + ch)) : Promise.resolve();
+      const conn = sub, c = prefixed(prefix, ch);
+      return conn ? unlisten(channels, c, l, () => conn.unsubscribe(c)) : Promise.resolve();
     },
     onResubscribed: (fn) => void (resubscribed = fn),
   };
