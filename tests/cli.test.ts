@@ -879,7 +879,9 @@ describe(`redlease CLI (${runtimeName()})`, () => {
     T,
     async () => {
       const name = unique("delay");
-      const gone = await acquire(admin, name, { leaseMs: 100, lockDelayMs: 60_000, label: "vanished" });
+      // (A 1 s lease: a 100 ms one's grant came back too late on a loaded CI run, and its retry waited behind its own
+      // delayed hold.)
+      const gone = await acquire(admin, name, { leaseMs: 1_000, lockDelayMs: 60_000, label: "vanished" });
       while (!gone.signal.aborted) await sleep(10);
       await waitUntil("Redis expired the hold into its lock delay", 10_000, async () => {
         return !(await inspect(admin, name)).held || "still held";

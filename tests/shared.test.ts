@@ -268,12 +268,13 @@ describe("permits", () => {
 
   test("a lost permit aborts its signal; forceUnlock frees every permit and admits the waiters", async () => {
     const name = fresh();
-    const p1 = await acquire(a, name, { permits: 1, watchdogMs: 300 });
+    // (A 1 s TTL: with 300 ms a loaded CI run saw the permit lapse before the forceUnlock, which then found nothing.)
+    const p1 = await acquire(a, name, { permits: 1, watchdogMs: 1_000 });
     const w = acquire(b, name, { permits: 1, waitMs: 10_000 });
     await queued(a, name, 1);
     assert.equal(await forceUnlock(b, name), true);
     const got = await w;
-    const reason = await abortedWithin(p1.signal, 2_000);
+    const reason = await abortedWithin(p1.signal, 3_000);
     assert.ok(reason instanceof LeaseLostError, String(reason));
     assert.ok(got.fence > p1.fence);
     await release(got);
