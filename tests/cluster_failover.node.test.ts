@@ -86,7 +86,9 @@ async function failover(kind: string, make: (c: StartedCluster) => Promise<Made>
     // its client has rediscovered), with a waiter that subscribed on M before the kill.
     const kept = nameOn(c, m.port);
     const keeper = await acquire(p.client, kept, { watchdogMs: 10_000 });
-    const waiter2 = acquire(w.client, kept, { waitMs: 30_000 });
+    // (Its heartbeat, at most a claim window, made long: a grant within a second after the release below is the
+    // message's, not a re-check's, four times in five even if the message were lost.)
+    const waiter2 = acquire(w.client, kept, { waitMs: 30_000, claimMs: 5_000 });
     let waitedAt = NaN;
     const waiter = acquire(w.client, held, { waitMs: 30_000 }).then(
       (l: Lease) => (waitedAt = performance.now(), l),
@@ -181,7 +183,8 @@ async function failover(kind: string, make: (c: StartedCluster) => Promise<Made>
     console.log(
       `${kind}: after the failover, a release handed the lease to a waiter from before it in ${handoff.toFixed(0)} ms`,
     );
-    assert.ok(handoff < 300, `${kind}: handoff took ${handoff.toFixed(0)} ms`);
+    // (27-123 ms on a quiet machine; 312 and 389 ms were seen on loaded CI runs.)
+    assert.ok(handoff < 1_000, `${kind}: handoff took ${handoff.toFixed(0)} ms`);
     await release(next);
   } finally {
     await Promise.all(made.map((x) => x.close().catch(() => {})));

@@ -242,9 +242,11 @@ describe("ordering: Redlock", () => {
     const name = fresh();
     const plain2 = await masters[2].client();
     await acquire(plain2, name, { leaseMs: 300 }); // master 2 busy at the first acquire
-    const first = await acquire(redlock(clients), name, { owner: "w" });
+    // (Each master's reply bounded by 1 s, not 50 ms: on a loaded CI run a live master's renewal reply came later.)
+    const first = await acquire(redlock(clients), name, { owner: "w", nodeTimeoutMs: 1_000 });
     await sleep(400);
-    const second = await acquire(redlock(clients), name, { owner: "w" }); // re-entry; master 2 grants it fresh
+    // Re-entry; master 2 grants it fresh.
+    const second = await acquire(redlock(clients), name, { owner: "w", nodeTimeoutMs: 1_000 });
     assert.equal(second.fence, first.fence);
     assert.equal(await release(first), true); // master 2 drops its only count, and keeps the fence
     masters[1].pause(); // one master of three unreachable

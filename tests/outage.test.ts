@@ -191,8 +191,14 @@ describe("outages are RedisUnavailableError, contention is LockTimeoutError", ()
     assertOutage(err, "a waiter whose subscription gets no answer", true, false);
     const ms = performance.now() - t0;
     assert.ok(ms >= 500 && ms < 2_000, `settled after ${Math.round(ms)} ms (waitMs 300 + grace 250)`);
-    // A wait that Redis keeps answering "held" is busy, however short.
-    assert.ok((await rejection(acquire(real, name, { waitMs: 1 }))) instanceof LockTimeoutError);
+    // A wait that Redis keeps answering "held" is busy, however short. (Its call is bounded by waitMs + 250 ms: on a
+    // loaded CI run the answer once took longer, an outage then, rightly; so up to 5 tries, each busy or slow.)
+    let busy: unknown;
+    for (let i = 0; i < 5 && !(busy instanceof LockTimeoutError); i++) {
+      busy = await rejection(acquire(real, name, { waitMs: 1 }));
+      assert.ok(busy instanceof LockTimeoutError || isRedisUnavailableError(busy), String(busy));
+    }
+    assert.ok(busy instanceof LockTimeoutError, String(busy));
     await release(held);
   });
 
