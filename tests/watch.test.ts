@@ -232,6 +232,17 @@ async function until(cond: () => boolean, what: string, ms = 3_000): Promise<voi
   }
 }
 
+/** Calls per command since the last CONFIG RESETSTAT (INFO commandstats, scripts' commands included), read on `admin`. */
+async function commandStats(admin: Client): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const m of (await admin.info("commandstats")).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    out[m[1]] = Number(m[2]);
+  }
+  delete out.info;
+  delete out["config|resetstat"];
+  return out;
+}
+
 describe("watch: what it costs a lease", () => {
   let srv: RedisServer, a: Client, admin: Client;
   before(async () => {
@@ -241,17 +252,7 @@ describe("watch: what it costs a lease", () => {
   after(async () => {
     await srv.stop();
   });
-  const stats = async () => {
-    const out: Record<string, number> = {};
-    for (const m of (await admin.info("commandstats")).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-      out[m[1]] = Number(m[2]);
-    }
-    delete out.info;
-    delete out["config|resetstat"];
-    return out;
-  };
-  // The commands of one uncontended acquire + release, as the scripts ran them before watch existed (4a8c95e),
-  // on a fresh name and on one released moments ago (its fence kept): the same either way.
+  const stats = () => commandStats(admin);
   // The commands of one uncontended acquire + release, as the scripts ran them before watch existed (measured on
   // 4a8c95e), on a fresh name and on one released moments ago (its fence kept: one SET more for an exclusive lease).
   const shared = {
@@ -309,15 +310,7 @@ describe("watch: what it costs the set scripts' general path", () => {
   after(async () => {
     await srv.stop();
   });
-  const stats = async () => {
-    const out: Record<string, number> = {};
-    for (const m of (await admin.info("commandstats")).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-      out[m[1]] = Number(m[2]);
-    }
-    delete out.info;
-    delete out["config|resetstat"];
-    return out;
-  };
+  const stats = () => commandStats(admin);
   const weighted = { permits: 3, weight: 2, leaseMs: 30_000 };
   // As bcef013 ran them (before the general path counted the watch key), measured with this test.
   const bcef013 = {
