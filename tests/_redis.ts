@@ -59,3 +59,13 @@ export function noCommands(): Driver & { sent: number } {
   const d = { sent: 0, evalScript: refuse, evalSource: refuse, loadScript: refuse, command: refuse };
   return d;
 }
+
+/** How `p` settled: its value or its error, and the ms it took. */
+export async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
+  const t0 = performance.now();
+  try {
+    return { value: await p, ms: performance.now() - t0 };
+  } catch (error) {
+    return { error, ms: performance.now() - t0 };
+  }
+}

@@ -25,7 +25,7 @@ import { acquire as ACQUIRE, release as RELEASE } from "../src/_scripts.ts";
 import { startHttpBridge } from "../harness/http_bridge.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
 import { startChaosRedis } from "../chaos/_redis.ts";
-import { type Client, holdsOf, queued, type RedisServer, sleep, startRedis, until } from "./_redis.ts";
+import { type Client, holdsOf, queued, type RedisServer, settled, sleep, startRedis, until } from "./_redis.ts";
 import { waitUntil } from "../harness/wait.ts";
 
 let n = 0;
@@ -38,15 +38,6 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     timer = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
   });
   return Promise.race([p, limit]).finally(() => clearTimeout(timer));
-}
-
-async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
-  const t0 = performance.now();
-  try {
-    return { value: await p, ms: performance.now() - t0 };
-  } catch (error) {
-    return { error, ms: performance.now() - t0 };
-  }
 }
 
 /** node-redis v4 clients with default settings (offline queue, endless reconnect), each through its own proxy. */

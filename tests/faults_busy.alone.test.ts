@@ -5,19 +5,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { acquire, type Driver, RedisTimeoutError, release } from "../mod.ts";
-import { type RedisServer, startRedis } from "./_redis.ts";
+import { type RedisServer, settled, startRedis } from "./_redis.ts";
 
 let n = 0;
 const fresh = () => `fault-busy-${++n}-${Math.random().toString(36).slice(2)}`;
-
-async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
-  const t0 = performance.now();
-  try {
-    return { value: await p, ms: performance.now() - t0 };
-  } catch (error) {
-    return { error, ms: performance.now() - t0 };
-  }
-}
 
 describe("the fault contract: a script's text and a call's bound", () => {
   let srv: RedisServer;

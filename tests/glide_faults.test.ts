@@ -9,7 +9,7 @@ import { Decoder, type GlideClient } from "@valkey/valkey-glide";
 import { acquire, inspect, LockTimeoutError, RedisUnavailableError, release } from "../mod.ts";
 import { glide } from "../src/adapters/glide.ts";
 import { type FaultProxy, startProxy } from "../chaos/_proxy.ts";
-import { type Client, holdsOf, queued, type RedisServer, sleep, startRedis } from "./_redis.ts";
+import { type Client, holdsOf, queued, type RedisServer, settled, sleep, startRedis } from "./_redis.ts";
 import { glideClient } from "./_glide.ts";
 
 let n = 0;
@@ -22,15 +22,6 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     timer = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms);
   });
   return Promise.race([p, limit]).finally(() => clearTimeout(timer));
-}
-
-async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
-  const t0 = performance.now();
-  try {
-    return { value: await p, ms: performance.now() - t0 };
-  } catch (error) {
-    return { error, ms: performance.now() - t0 };
-  }
 }
 
 describe("the fault contract on Valkey GLIDE", () => {
