@@ -26,6 +26,7 @@ import {
   startRedis,
 } from "./_redis.ts";
 import { waitUntil } from "../harness/wait.ts";
+import { FENCE_RETAIN_MS } from "../src/_defaults.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..");
@@ -859,19 +860,32 @@ describe(`redlease CLI (${runtimeName()})`, () => {
       await release(other);
       await release(odd);
     }
-    // Released: gone from the default listing, still a fence record for --all.
-    const [gone, all] = await Promise.all([
-      cli(["inspect", `${base}:*`]),
-      cli(["inspect", `${base}:*`, "--json", "--all"]),
-    ]);
-    assert.equal(gone.code, 0, gone.stderr);
-    assert.equal(gone.stdout, `redis://127.0.0.1:${srv.port}/0, prefix 'redlease': no held leases match '${base}:*'\n`);
-    const rec = JSON.parse(all.stdout);
-    assert.deepEqual(rec.map((l: { name: string; held: boolean }) => [l.name, l.held]), [
-      [`${base}:a`, false],
-      [`${base}:b`, false],
-      [`${base}:{o}d%7D`, false],
-    ]);
+    // Released: gone from the default listing, still a fence record for --all for FENCE_RETAIN_MS after the release.
+    // Two CLI runs beside two other runtimes' suites on 2 cores once took longer than that, and found no record left
+    // (27 Nov): a run that ends that late takes and releases the names again and asks once more.
+    for (let attempt = 1;; attempt++) {
+      const releasedAt = performance.now();
+      const [gone, all] = await Promise.all([
+        cli(["inspect", `${base}:*`]),
+        cli(["inspect", `${base}:*`, "--json", "--all"]),
+      ]);
+      if (performance.now() - releasedAt > FENCE_RETAIN_MS - 1_000 && attempt < 3) {
+        for (const n of ["a", "b", "{o}d%7D"]) await release(await acquire(admin, `${base}:${n}`));
+        continue;
+      }
+      assert.equal(gone.code, 0, gone.stderr);
+      assert.equal(
+        gone.stdout,
+        `redis://127.0.0.1:${srv.port}/0, prefix 'redlease': no held leases match '${base}:*'\n`,
+      );
+      const rec = JSON.parse(all.stdout);
+      assert.deepEqual(rec.map((l: { name: string; held: boolean }) => [l.name, l.held]), [
+        [`${base}:a`, false],
+        [`${base}:b`, false],
+        [`${base}:{o}d%7D`, false],
+      ]);
+      break;
+    }
   });
 
   test(
