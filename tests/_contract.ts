@@ -132,13 +132,14 @@ export const adapters: readonly AdapterCase[] = [
           const name = ctx.fresh();
           const holder = await acquire(d1, name);
           assert.equal(await ctx.admin.exists(`tenant7:${keysOf("redlease", name).hash}`), 1);
-          const waiting = acquire(d2, name, { waitMs: 10_000 });
+          // (claimMs 10 s: a waiter that missed the message would look again only after 10 s.)
+          const waiting = acquire(d2, name, { waitMs: 15_000, claimMs: 10_000 });
           await until("the waiter is queued", async () => (await inspect(d1, name)).waiters === 1);
           const t0 = performance.now();
           await release(holder);
           const next = await waiting;
           const took = performance.now() - t0;
-          assert.ok(took < 250, `handoff took ${took} ms (a missed handoff waits for the holder's TTL)`);
+          assert.ok(took < 2_000, `handoff took ${took} ms (a missed handoff waits 10 s for the waiter's own timer)`);
           await release(next);
         } finally {
           await Promise.all([c1.quit(), c2.quit()]);
@@ -426,10 +427,11 @@ export function contract(ad: AdapterCase, variant?: ContractVariant): void {
     });
 
     if (ad.pubsub) {
-      test(`${n}: acquire() waiter is handed the lease by the release within ~200 ms`, async () => {
+      test(`${n}: acquire() waiter is handed the lease by the release, not by its TTL or a timer`, async () => {
         const name = fresh();
         const holder = await acquire(a, name); // 30 s TTL: only a handoff can be this quick
-        const waiting = acquire(b, name, { waitMs: 10_000 });
+        // (claimMs 10 s: a waiter that missed the message would look again only after 10 s.)
+        const waiting = acquire(b, name, { waitMs: 15_000, claimMs: 10_000 });
         await until("the waiter is queued", async () => (await inspect(admin, name)).waiters === 1);
         const channels = await admin.sendCommand(["PUBSUB", "CHANNELS", "redlease:*"]) as string[];
         assert.equal(channels.length, 1, "the waiter's client listens on one channel");
@@ -437,7 +439,7 @@ export function contract(ad: AdapterCase, variant?: ContractVariant): void {
         await release(holder);
         const next = await waiting;
         const took = performance.now() - t0;
-        assert.ok(took < 250, `handoff took ${took} ms`);
+        assert.ok(took < 2_000, `handoff took ${took} ms`);
         assert.ok(next.fence > holder.fence);
         const info = await inspect(admin, name);
         assert.deepEqual(holdsOf(info), [{ owner: next.owner, holds: 1 }]);
@@ -473,7 +475,7 @@ export function contract(ad: AdapterCase, variant?: ContractVariant): void {
       const t0 = performance.now();
       ctl.abort(reason);
       await assert.rejects(waiting, (e) => e === reason);
-      assert.ok(performance.now() - t0 < 500);
+      assert.ok(performance.now() - t0 < 1_000); // (waitMs Infinity: only the signal ends it)
       await until("the queue is empty", async () => (await inspect(admin, name)).waiters === 0);
       await release(holder);
       assert.equal((await inspect(admin, name)).held, false, "the release did not go to the cancelled waiter");
@@ -744,13 +746,13 @@ export function ioredisTopologies(): void {
       assert.equal(x.sharded, true);
       for (const name of names) {
         const holder = await acquire(x, name);
-        const waiting = acquire(y, name, { waitMs: 10_000 });
+        const waiting = acquire(y, name, { waitMs: 15_000, claimMs: 10_000 }); // (a missed message: 10 s)
         await until("the waiter is queued", async () => (await inspect(x, name)).waiters === 1);
         const t0 = performance.now();
         await release(holder);
         const next = await waiting;
         const took = performance.now() - t0;
-        assert.ok(took < 250, `${name}: handoff took ${took} ms`);
+        assert.ok(took < 2_000, `${name}: handoff took ${took} ms`);
         await release(next);
       }
     });
@@ -798,12 +800,12 @@ export function ioredisTopologies(): void {
       try {
         const [x, y] = [ioredis(await s.ioredisClient()), ioredis(await s.ioredisClient())];
         const holder = await acquire(x, "s1");
-        const waiting = acquire(y, "s1", { waitMs: 10_000 });
+        const waiting = acquire(y, "s1", { waitMs: 15_000, claimMs: 10_000 }); // (a missed message: 10 s)
         await until("the waiter is queued", async () => (await inspect(x, "s1")).waiters === 1);
         const t0 = performance.now();
         await release(holder);
         await release(await waiting);
-        assert.ok(performance.now() - t0 < 250);
+        assert.ok(performance.now() - t0 < 2_000);
         await release(await acquire(x, "s2", { replicas: 1, replicaTimeoutMs: 2_000 }));
         const old = s.master.port;
         await s.killMaster();

@@ -148,7 +148,7 @@ describe("adapters: onResubscribed", () => {
     await release(holder);
     const next = await waiting;
     const took = performance.now() - t0;
-    assert.ok(took < 250, `handoff took ${took} ms (a lost subscription waits for the 10 s heartbeat)`);
+    assert.ok(took < 2_000, `handoff took ${took} ms (a lost subscription waits for the 10 s heartbeat)`);
     await release(next);
   }
 

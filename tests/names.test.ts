@@ -213,7 +213,8 @@ describe("several names at once: edge cases", () => {
     const t0 = performance.now();
     ctl.abort(new Error("stop"));
     await assert.rejects(p, /stop/);
-    assert.ok(performance.now() - t0 < 300, `rejected ${performance.now() - t0} ms after the abort`);
+    // (Redis never answers, waitMs is 60 s: only the abort ends it. 1 s for a loaded machine's turns.)
+    assert.ok(performance.now() - t0 < 1_000, `rejected ${performance.now() - t0} ms after the abort`);
     await release(other);
   });
 

@@ -119,7 +119,8 @@ describe("ordering: a late grant's undo that answers late", () => {
     abort.abort(new Error("stop"));
     await assert.rejects(acquiring, /stop/);
     const ms = performance.now() - t0;
-    assert.ok(ms < 250, `rejected ${Math.round(ms)} ms after the abort`);
+    // (Not after the undo, which waits for writes to resume 1.5 s later; 700 ms for a loaded machine's turns.)
+    assert.ok(ms < 700, `rejected ${Math.round(ms)} ms after the abort`);
     await sleep(1_000); // writes resume at ~3600 ms, and the undo runs
     await pollFor(
       "the undone grant to be gone",

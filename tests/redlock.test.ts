@@ -92,7 +92,7 @@ describe("Redlock over 5 independent masters", () => {
     const took = performance.now() - t0;
     assert.equal(await keysOn(a, name), 5);
     assert.ok(lease.expiresAt > performance.now() + 29_000);
-    assert.ok(took < 500, `acquire took ${took} ms`);
+    assert.ok(took < 2_000, `acquire took ${took} ms`); // (5 masters, one round: no retry, no wait)
     assert.equal(await release(lease), true);
     assert.equal(await keysOn(a, name), 0);
   });
@@ -261,7 +261,7 @@ describe("Redlock over 5 independent masters", () => {
     assert.ok(err instanceof QuorumError, String(err));
     assert.equal(err.required, 3);
     assert.equal(err.errors.length, 3);
-    assert.ok(performance.now() - t0 < 500);
+    assert.ok(performance.now() - t0 < 1_500); // (waitMs 0: one round, no retry)
     assert.equal(await keysOn(a.slice(0, 2), name), 0, "no keys left on the live nodes");
     const reason = await new Promise<unknown>((r) =>
       held.signal.aborted ? r(held.signal.reason) : held.signal.addEventListener("abort", () => r(held.signal.reason))
