@@ -63,6 +63,16 @@ export interface IORedisClient {
   readonly status: string;
   /** The client's options; `keyPrefix` is honoured, and `autoResubscribe` tells whether ioredis resubscribes. */
   readonly options: { readonly keyPrefix?: unknown; readonly autoResubscribe?: boolean };
+  /** The connection's socket (while `status` is `ready`): held (`cork`) so that scripts go out several at a time. */
+  readonly stream?: Partial<IORedisSocket>;
+}
+
+/** What this adapter uses of the socket of an ioredis client (a `net.Socket` or `tls.TLSSocket`). */
+export interface IORedisSocket {
+  /** Hold what is written until `uncork`. */
+  cork(): void;
+  /** Send what `cork` held. */
+  uncork(): void;
 }
 
 /** What this adapter uses of an ioredis 5 `Cluster` client. */
@@ -162,6 +172,62 @@ const prefixed = (prefix: string, ch: string) =>
 
 const evalArgs = (keys: readonly string[], args: readonly string[]) => [...keys, ...args];
 
+/** Run `fn` once the current turn's microtasks have run: process.nextTick where there is one (Node, Bun, Deno). */
+const afterTurn: (fn: () => void) => void = (() => {
+  const proc = (globalThis as { process?: { nextTick?(fn: () => void): void } }).process;
+  return typeof proc?.nextTick === "function" ? (fn) => proc.nextTick!(fn) : queueMicrotask;
+})();
+
+/**
+ * How many scripts go out in one write at most. ioredis writes every command to its socket at once, one write (a
+ * system call) each: with many leases taken and released at the same time, most of a call's client CPU (two thirds
+ * in a profile) and much of Redis's went to those writes. Held until the turn of the event loop ends (as node-redis
+ * does), they would reach Redis only after the client had done all of that turn's work, and Redis would wait for
+ * it: 64 loops of acquire and release on one client ran 27 k cycles/s that way, against 43 k with one write each;
+ * eight at a time keeps both busy: 58–65 k (`node --import tsx bench/uncontended.ts --entry bundle --libs
+ * redlease-io,semaphore --opts watchdog`, 27 Nov; docs/benchmarks.md).
+ */
+const SCRIPTS_PER_WRITE = 8;
+
+/**
+ * What to call before each script: the first of a turn holds the client's socket (`cork`), every
+ * SCRIPTS_PER_WRITE held are sent together, and the turn's end sends the rest (`uncork`). Nothing waits past the end
+ * of the current turn, and the order of commands on the connection is unchanged. Where the socket cannot be held
+ * (not connected: ioredis queues the command itself; a socket without `cork`), a script goes out as before.
+ */
+function batched(client: IORedisClient): () => void {
+  let held: IORedisSocket | undefined;
+  let n = 0;
+  // (A socket that throws here (closed meanwhile) is let go: ioredis reports the connection's fate to every command
+  // it holds, and a throw in the tick callback would end the process.)
+  const flush = () => {
+    const s = held;
+    held = undefined;
+    try {
+      s?.uncork();
+    } catch { /* see above */ }
+  };
+  return () => {
+    try {
+      if (held) {
+        if (n === SCRIPTS_PER_WRITE) {
+          held.uncork();
+          held.cork();
+          n = 0;
+        }
+        n++;
+        return;
+      }
+      const s = client.stream;
+      if (client.status !== "ready" || typeof s?.cork !== "function" || typeof s.uncork !== "function") return;
+      s.cork();
+      held = s as IORedisSocket;
+      n = 1;
+      afterTurn(flush);
+    } catch { /* see above */ }
+  };
+}
+
 // Long: one closure per driver method over the same client and subscriber connection; each method is short.
 function standaloneDriver(client: IORedisClient): Driver {
   const prefix = keyPrefixOf(client);
@@ -201,8 +267,12 @@ function standaloneDriver(client: IORedisClient): Driver {
     }
     return { conn: sub, ready: connecting! };
   };
+  const hold = batched(client);
   return {
-    evalScript: (sha, keys, args) => client.evalsha(sha, keys.length, ...evalArgs(keys, args)),
+    evalScript: (sha, keys, args) => {
+      hold();
+      return client.evalsha(sha, keys.length, ...evalArgs(keys, args));
+    },
     evalSource: (source, keys, args) => client.eval(source, keys.length, ...evalArgs(keys, args)),
     loadScript: async (source) => String(await client.script("LOAD", source)),
     command: (_key, [cmd, ...rest]) => client.call(cmd, ...rest),
