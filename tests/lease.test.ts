@@ -92,8 +92,9 @@ describe("leases on one Redis", () => {
   test("a fixed lease expires in Redis and aborts its signal at the local deadline, without renewals", async () => {
     const name = fresh();
     const t0 = performance.now();
-    const lease = await acquire(a, name, { leaseMs: 300 });
-    assert.ok(lease.expiresAt <= t0 + 300);
+    // (1 s: a 300 ms lease was once granted with its reply later than that in a loaded CI run, on Bun.)
+    const lease = await acquire(a, name, { leaseMs: 1_000 });
+    assert.ok(lease.expiresAt <= t0 + 1_000);
     assert.ok(lease.expiresAt > performance.now());
     const reason = await new Promise<unknown>((r) =>
       lease.signal.addEventListener("abort", () => r(lease.signal.reason))
@@ -101,7 +102,7 @@ describe("leases on one Redis", () => {
     const at = performance.now() - t0;
     assert.ok(reason instanceof LeaseLostError);
     assert.equal(reason.why, "expired");
-    assert.ok(at >= 280 && at < 1_500, `aborted after ${at} ms`);
+    assert.ok(at >= 950 && at < 2_500, `aborted after ${at} ms`);
     await waitUntil("Redis expired it too", 5_000, async () => !(await inspect(b, name)).held || "still held");
     assert.equal(await release(lease), false);
   });
