@@ -1,0 +1,83 @@
+// Valkey GLIDE carries a client's commands and its waiters' subscriptions on one connection (RESP3). With two
+// subscription changes in flight at once, GLIDE 2.5.2 hands the confirmation of one to another command as its reply,
+// and each reply after it to the command after its own (27 Nov: an ECHO of v16634 answered v16633, a script's reply
+// could go to another lease's call). The adapter makes one subscription change at a time; these tests send what
+// waiters do (channels subscribed and unsubscribed, two at once) beside commands on the same client, and check every
+// reply is its own command's.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import type { GlideClient } from "@valkey/valkey-glide";
+import { acquire, release } from "../mod.ts";
+import { glide } from "../src/adapters/glide.ts";
+import type { Driver } from "../src/driver.ts";
+import { type RedisServer, startRedis } from "./_redis.ts";
+import { glideClient } from "./_glide.ts";
+
+let srv: RedisServer;
+const clients: GlideClient[] = [];
+
+describe("GLIDE: replies stay with their commands while waiters subscribe", () => {
+  before(async () => {
+    srv = await startRedis();
+  });
+  after(async () => {
+    for (const c of clients) c.close();
+    await srv.stop();
+  });
+
+  test("four channels subscribed and unsubscribed at once beside ECHOs: every ECHO answered with its own value", async () => {
+    const client = await glideClient(srv.url);
+    clients.push(client);
+    const driver: Driver = glide(client);
+    const noop = () => {};
+    let sent = 0, wrong = 0, odd = 0;
+    const seen: string[] = [];
+    const echo = async (v: string) => {
+      const r = await driver.command!("", ["ECHO", v]);
+      sent++;
+      if (r === v) return;
+      if (typeof r === "string") wrong++;
+      else odd++;
+      if (seen.length < 3) seen.push(`${v} answered ${JSON.stringify(r)}`);
+    };
+    // (With the bug, 48 of 107,604 ECHOs in 6 s came back wrong on Node: 3 s of rounds, or 60,000 ECHOs.)
+    const CHANNELS = ["ch-a", "ch-b", "ch-c", "ch-d"];
+    const end = performance.now() + 3_000;
+    let n = 0;
+    while (performance.now() < end && sent < 60_000) {
+      const ops: Promise<unknown>[] = CHANNELS.map((ch) => driver.subscribe!(ch, noop));
+      for (let i = 0; i < 8; i++) ops.push(echo(`v${n++}`));
+      ops.push(...CHANNELS.map((ch) => driver.unsubscribe!(ch, noop)));
+      await Promise.all(ops);
+    }
+    assert.ok(sent > 1_000, `only ${sent} ECHOs in 3 s`);
+    assert.equal(wrong + odd, 0, `${wrong} ECHOs got another's value, ${odd} a non-string, of ${sent}: ${seen}`);
+  });
+
+  test("waiters on many names, each subscribing, beside leases taken and released on the same client", async () => {
+    const client = await glideClient(srv.url);
+    clients.push(client);
+    const driver = glide(client);
+    const holders = await Promise.all(Array.from({ length: 8 }, (_, i) => acquire(driver, `held-${i}`)));
+    try {
+      // Waiters subscribe to 8 channels at once while 200 leases are taken and released beside them: a reply that
+      // went to another call would fail a release (false) or hand a lease another's fence.
+      const waiters = holders.map((h) => acquire(driver, h.name, { waitMs: 10_000 }));
+      const fences = new Set<number>();
+      for (let round = 0; round < 25; round++) {
+        const leases = await Promise.all(Array.from({ length: 8 }, (_, i) => acquire(driver, `free-${round}-${i}`)));
+        for (const l of leases) {
+          assert.ok(!fences.has(l.fence), `fence ${l.fence} given twice`);
+          fences.add(l.fence);
+        }
+        assert.deepEqual(await Promise.all(leases.map((l) => release(l))), Array(8).fill(true));
+      }
+      for (const h of holders) assert.equal(await release(h), true);
+      const next = await Promise.all(waiters);
+      assert.deepEqual(next.map((l) => l.name), holders.map((h) => h.name));
+      for (const l of next) assert.equal(await release(l), true);
+    } finally {
+      for (const h of holders) await release(h).catch(() => {});
+    }
+  });
+});
