@@ -119,4 +119,33 @@ describe("GLIDE: replies stay with their commands while waiters subscribe", () =
     assert.equal(version, "2.5.2", "another GLIDE: see whether it still mixes replies up after a reconnect");
     assert.ok(seen.length > 0, `no reply mixed up in ${sent} ECHOs over ${kills} reconnects: GLIDE fixed it?`);
   });
+  // GLIDE waits, in each SUBSCRIBE, for every channel it wants, and keeps wanting one whose SUBSCRIBE timed out (here
+  // one the ACL refuses): the adapter unsubscribes it before the next change in its order, or the waiter's SUBSCRIBE
+  // queued behind it timed out too (after 10 s, where GLIDE's own bound is 5).
+  test("a waiter's subscription queued behind one the ACL refuses still subscribes", async () => {
+    const admin = await srv.client();
+    await admin.sendCommand([
+      "ACL",
+      "SETUSER",
+      "refused-ch",
+      "on",
+      ">pw",
+      "resetchannels",
+      "+@all",
+      "~*",
+      "&redlease:*",
+    ]);
+    const url = new URL(srv.url);
+    url.username = "refused-ch";
+    url.password = "pw";
+    const client = await glideClient(url.toString());
+    clients.push(client);
+    const driver = glide(client);
+    const t0 = performance.now();
+    const refused = driver.subscribe!("not-granted", () => {});
+    const allowed = driver.subscribe!("redlease:{w}:ch", () => {});
+    await assert.rejects(refused);
+    await allowed;
+    assert.ok(performance.now() - t0 < 8_000, `subscribed after ${Math.round(performance.now() - t0)} ms`);
+  });
 });

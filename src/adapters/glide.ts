@@ -259,7 +259,17 @@ function pubsub(
   unsubscribeNow: (channel: string) => Promise<void>,
 ): Pick<Driver, "subscribe" | "unsubscribe"> & { channels: Channels } {
   const inTurn = oneAtATime();
-  const subscribe = (ch: string) => inTurn(() => subscribeNow(ch));
+  // GLIDE keeps wanting a channel whose SUBSCRIBE timed out (a stopped server, a channel the ACL refuses), and
+  // subscribes once the server answers; listen() forgets the channel, so it is unsubscribed, in the same turn (and
+  // awaited: one change at a time), before the next change: while GLIDE still wants it, a later SUBSCRIBE waits for
+  // it too and times out with it (a waiter queued behind a refused channel failed after 10 s).
+  const subscribe = (ch: string) =>
+    inTurn(() =>
+      subscribeNow(ch).catch(async (e: unknown) => {
+        await unsubscribeNow(ch).catch(() => {});
+        throw e;
+      })
+    );
   const unsubscribe = (ch: string) => inTurn(() => unsubscribeNow(ch));
   const channels: Channels = new Map();
   let reading = false;
@@ -278,13 +288,7 @@ function pubsub(
   return {
     channels,
     subscribe: (ch, l) => {
-      // GLIDE keeps wanting a channel whose SUBSCRIBE timed out (a stopped server), and subscribes once the server
-      // answers; listen() forgets the channel, so unsubscribe there too, or it stays subscribed for good.
-      const subscribed = listen(channels, ch, l, () =>
-        subscribe(ch).catch((e: unknown) => {
-          unsubscribe(ch).catch(() => {});
-          throw e;
-        }));
+      const subscribed = listen(channels, ch, l, () => subscribe(ch));
       if (!reading) {
         reading = true;
         void read();
