@@ -237,7 +237,7 @@ function calls(send: (args: string[], key: string) => Promise<unknown>) {
  * with the ECHO before it: a script's reply could have gone to another lease's call). One at a time, it never did
  * (tests/glide_pubsub_replies.test.ts). A waiter queued behind another's subscription is late by one round trip.
  * Not covered: GLIDE's own SUBSCRIBEs of every channel at once after a reconnect still mix replies up for a moment
- * (pinned by the same test file; docs/clients.md).
+ * (scripts/glide_reconnect_replies.ts; docs/clients.md).
  */
 function oneAtATime(): <T>(op: () => Promise<T>) => Promise<T> {
   let last: Promise<unknown> = Promise.resolve();
