@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { GlideClient } from "@valkey/valkey-glide";
-import { acquire, release } from "../mod.ts";
+import { acquire, type Lease, release } from "../mod.ts";
 import { glide } from "../src/adapters/glide.ts";
 import type { Driver } from "../src/driver.ts";
 import { type RedisServer, startRedis } from "./_redis.ts";
@@ -59,10 +59,11 @@ describe("GLIDE: replies stay with their commands while waiters subscribe", () =
     clients.push(client);
     const driver = glide(client);
     const holders = await Promise.all(Array.from({ length: 8 }, (_, i) => acquire(driver, `held-${i}`)));
+    let waiting: Promise<Lease>[] = [];
     try {
       // Waiters subscribe to 8 channels at once while 200 leases are taken and released beside them: a reply that
       // went to another call would fail a release (false) or hand a lease another's fence.
-      const waiters = holders.map((h) => acquire(driver, h.name, { waitMs: 10_000 }));
+      const waiters = waiting = holders.map((h) => acquire(driver, h.name, { waitMs: 10_000 }));
       const fences = new Set<number>();
       for (let round = 0; round < 25; round++) {
         const leases = await Promise.all(Array.from({ length: 8 }, (_, i) => acquire(driver, `free-${round}-${i}`)));
@@ -78,6 +79,8 @@ describe("GLIDE: replies stay with their commands while waiters subscribe", () =
       for (const l of next) assert.equal(await release(l), true);
     } finally {
       for (const h of holders) await release(h).catch(() => {});
+      // (A round that failed left its waiters: settled and released here, not left to reject unheard.)
+      for (const w of await Promise.allSettled(waiting)) if (w.status === "fulfilled") await release(w.value);
     }
   });
   // GLIDE waits, in each SUBSCRIBE, for every channel it wants, and keeps wanting one whose SUBSCRIBE timed out (here
