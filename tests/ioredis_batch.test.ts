@@ -2,11 +2,15 @@
 // each command on its own: a system call each, most of a busy client's CPU), never holding one past the turn, in the
 // order they were called, and as before where the socket cannot be held (a client not connected yet).
 import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { Redis as IORedis } from "ioredis";
 import { ioredis } from "../src/adapters/ioredis.ts";
-import { acquire, LockTimeoutError, release } from "../mod.ts";
-import { type RedisServer, runtimeName, settled, startRedis } from "./_redis.ts";
+import { acquire, inspect, LockTimeoutError, release } from "../mod.ts";
+import { type RedisServer, runProcess, runtimeArgs, runtimeName, settled, startRedis } from "./_redis.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
 
 let srv: RedisServer;
 let n = 0;
@@ -84,4 +88,27 @@ describe(`ioredis: scripts go out a few per write (${runtimeName()})`, () => {
       client.disconnect();
     }
   });
+
+  // A release called just before the process exits (process.exit() in the same turn, or in an "exit" listener, where
+  // no later turn comes) went out when it was called, one write each; a socket held until the turn's end never sends it,
+  // and the lease stayed held for its whole TTL (60 s here).
+  for (const mode of ["exit", "handler-first", "handler-after"]) {
+    test(`a release called as the process exits still reaches Redis (${mode})`, async () => {
+      const name = fresh();
+      const [cmd, pre] = runtimeArgs(join(here, "fixtures", "ioredis_exit.ts"));
+      const r = await runProcess(cmd, [...pre, String(srv.port), name, mode], {
+        cwd: join(here, ".."),
+        timeoutMs: 30_000,
+      });
+      assert.equal(r.killed, false, `still running after 30 s; stderr: ${r.stderr}`);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /acquired/);
+      const client = new IORedis(srv.port, "127.0.0.1");
+      try {
+        assert.deepEqual((await inspect(ioredis(client), name)).owners, [], "the lease is still held");
+      } finally {
+        client.disconnect();
+      }
+    });
+  }
 });

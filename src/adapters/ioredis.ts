@@ -172,11 +172,28 @@ const prefixed = (prefix: string, ch: string) =>
 
 const evalArgs = (keys: readonly string[], args: readonly string[]) => [...keys, ...args];
 
+const proc = (globalThis as {
+  process?: { nextTick?(fn: () => void): void; on?(event: "exit", fn: () => void): unknown };
+}).process;
+
 /** Run `fn` once the current turn's microtasks have run: process.nextTick where there is one (Node, Bun, Deno). */
-const afterTurn: (fn: () => void) => void = (() => {
-  const proc = (globalThis as { process?: { nextTick?(fn: () => void): void } }).process;
-  return typeof proc?.nextTick === "function" ? (fn) => proc.nextTick!(fn) : queueMicrotask;
-})();
+const afterTurn: (fn: () => void) => void = typeof proc?.nextTick === "function"
+  ? (fn) => proc.nextTick!(fn)
+  : queueMicrotask;
+
+/**
+ * The sends that the end of this turn will make (see batched), made at once should the process exit first: a turn
+ * that ends in process.exit() (a `release(lease); process.exit()`), or an "exit" listener, has no later tick, and what
+ * a held socket kept would never leave, where a write each had reached Redis. Once exiting, nothing is held any more
+ * (an "exit" listener that runs after this one releases too).
+ */
+const due = new Set<() => void>();
+let exiting = false;
+let watchingExit = false;
+const onExit = () => {
+  exiting = true;
+  for (const send of due) send();
+};
 
 /**
  * How many scripts go out in one write at most. ioredis writes every command to its socket at once, one write (a
@@ -203,6 +220,7 @@ function batched(client: IORedisClient): () => void {
   const flush = () => {
     const s = held;
     held = undefined;
+    due.delete(flush);
     try {
       s?.uncork();
     } catch { /* see above */ }
@@ -219,10 +237,17 @@ function batched(client: IORedisClient): () => void {
         return;
       }
       const s = client.stream;
-      if (client.status !== "ready" || typeof s?.cork !== "function" || typeof s.uncork !== "function") return;
+      if (exiting || client.status !== "ready" || typeof s?.cork !== "function" || typeof s.uncork !== "function") {
+        return;
+      }
+      if (!watchingExit && typeof proc?.on === "function") {
+        watchingExit = true;
+        proc.on("exit", onExit); // (one listener for every client, added by the first hold)
+      }
       s.cork();
       held = s as IORedisSocket;
       n = 1;
+      due.add(flush);
       afterTurn(flush);
     } catch { /* see above */ }
   };
