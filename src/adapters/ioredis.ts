@@ -185,9 +185,10 @@ const afterTurn: (fn: () => void) => void = typeof proc?.nextTick === "function"
  * The sends that the end of this turn will make (see batched), made at once should the process exit first: a turn
  * that ends in process.exit() (a `release(lease); process.exit()`), or an "exit" listener, has no later tick, and what
  * a held socket kept would never leave, where a write each had reached Redis. Once exiting, nothing is held any more
- * (an "exit" listener that runs after this one releases too).
+ * (an "exit" listener that runs after this one releases too). Deno.exit() runs "unload" listeners instead.
  */
 const due = new Set<() => void>();
+const scope = globalThis as { addEventListener?(type: "unload", fn: () => void): void };
 let exiting = false;
 let watchingExit = false;
 const onExit = () => {
@@ -240,9 +241,10 @@ function batched(client: IORedisClient): () => void {
       if (exiting || client.status !== "ready" || typeof s?.cork !== "function" || typeof s.uncork !== "function") {
         return;
       }
-      if (!watchingExit && typeof proc?.on === "function") {
-        watchingExit = true;
-        proc.on("exit", onExit); // (one listener for every client, added by the first hold)
+      if (!watchingExit) {
+        watchingExit = true; // (one listener each for every client, added by the first hold)
+        if (typeof proc?.on === "function") proc.on("exit", onExit);
+        scope.addEventListener?.("unload", onExit);
       }
       s.cork();
       held = s as IORedisSocket;
