@@ -10,10 +10,11 @@
  *   with the other clients.
  * - Waiters are woken by pub/sub on GLIDE 2.3 and later, which subscribes at run time: `SUBSCRIBE` on a
  *   `GlideClient`, sharded `SSUBSCRIBE` on a `GlideClusterClient` (GLIDE routes it to the slot's shard and subscribes
- *   again after a reconnect or a slot move). The adapter reads the client's messages with `getPubSubMessage()`, and
- *   while a client has waiters it asks `CLIENT ID` and INFO's `run_id` once a second (of every primary on a cluster):
- *   a new one means that GLIDE replaced the connection, and the waiters re-check (a message may have been lost
- *   meanwhile).
+ *   again after a reconnect or a slot move), on a second client of the same class and settings that the adapter
+ *   makes at the first wait and closes with `client.close()` (see subscriberOf()); it reads that client's messages
+ *   with `getPubSubMessage()`, and while there are waiters it asks its `CLIENT ID` and INFO's `run_id` once a second
+ *   (of every primary on a cluster): a new one means that GLIDE replaced the connection, and the waiters re-check (a
+ *   message may have been lost meanwhile).
  *   Waiters poll instead (jittered, bounded by the holder's TTL) on GLIDE 2.0–2.2, on a RESP2 client, and on a
  *   client created with a `pubsubSubscriptions` callback (GLIDE hands every message to that callback).
  * - On a cluster, during a failover, GLIDE fails calls that never ran: with a `MOVED` or `ASK` (it can stop following
@@ -129,6 +130,13 @@ export function redisWording(message: string): string | undefined {
   return code ? `${code[1]} ${code[2]}` : undefined;
 }
 
+/** Rethrow `e` with an error reply in Redis's wording (as calls() does). */
+function reworded(e: unknown): never {
+  const wording = e instanceof Error ? redisWording(e.message) : undefined;
+  if (wording !== undefined) (e as Error).message = wording;
+  throw e;
+}
+
 const drivers = new WeakMap<object, Driver>();
 
 function has(value: unknown, ...names: string[]): boolean {
@@ -141,9 +149,9 @@ function has(value: unknown, ...names: string[]): boolean {
  * {@linkcode Driver}.
  *
  * Call it once per client and pass the driver to every redlease call: the same client always yields the same driver.
- * Waiters share the client's own connection for pub/sub (GLIDE speaks RESP3, where one connection both subscribes
- * and sends commands), and the adapter reads the client's pub/sub messages: a client whose messages your code reads
- * with `getPubSubMessage()` as well should not be passed; give redlease a client of its own.
+ * Waiters subscribe on a second connection: a client of the same class and settings, made at the first wait and
+ * closed by `client.close()` (the adapter wraps that method), so that no subscription shares a connection with the
+ * scripts (GLIDE 2.5.2 can give a subscription's confirmation to a command in flight as its reply after a reconnect).
  *
  * @param client A connected `GlideClient` or `GlideClusterClient` (the awaited `createClient()`).
  * @returns A driver for `client`; the same one on every call with the same client.
@@ -248,13 +256,61 @@ function oneAtATime(): <T>(op: () => Promise<T>) => Promise<T> {
   };
 }
 
+/** A GLIDE client's class, as far as the adapter uses it: its static `createClient`. */
+interface GlideClientClass<C> {
+  createClient(config: object): Promise<C>;
+}
+
 /**
- * Waiter channels over the client's own connection: a listener set per channel (see _channels.ts), fed by one loop
+ * The connection the waiters subscribe on: a second client of `client`'s class with its settings (GLIDE keeps them
+ * as `config`), made at the first subscription and closed when `client.close()` is called (GLIDE has no event for
+ * it, so the adapter wraps that method of the client). GLIDE carries a client's commands and its subscriptions on
+ * one connection; after a dropped connection GLIDE 2.5.2 subscribes every channel again at once and hands those
+ * confirmations to the commands in flight as their replies, each later reply to the command after its own
+ * (scripts/glide_reconnect_replies.ts). On a connection of their own, the waiters' subscriptions meet no command of
+ * redlease's but their own and the probe's `CLIENT ID`, where a stray confirmation at worst makes waiters re-check.
+ * Where the class or the settings cannot be found, the client's own connection, as before.
+ */
+function subscriberOf<C extends GlideClientLike>(client: C): () => Promise<C> {
+  const made = (client as { constructor?: Partial<GlideClientClass<C>> }).constructor;
+  const config = configOf(client);
+  if (typeof made?.createClient !== "function" || typeof config !== "object" || !("addresses" in config)) {
+    return () => Promise.resolve(client);
+  }
+  let sub: Promise<C> | undefined;
+  let closed = false;
+  const close = client.close;
+  client.close = function (this: C, ...args: [string?]) {
+    closed = true;
+    sub?.then((s) => s.close(), () => {});
+    sub = undefined;
+    return close.apply(this, args);
+  };
+  return () => {
+    if (closed) return Promise.reject(new Error("The GLIDE client was closed"));
+    if (!sub) {
+      // (Without the client's own `pubsubSubscriptions`: the subscriber has only the waiters' channels.)
+      const making = made.createClient!({ ...config, pubsubSubscriptions: undefined }).then((c) => {
+        if (!closed) return c;
+        c.close();
+        throw new Error("The GLIDE client was closed");
+      });
+      sub = making;
+      making.catch(() => {
+        if (sub === making) sub = undefined; // (not made: the next waiter tries again)
+      });
+    }
+    return sub;
+  };
+}
+
+/**
+ * Waiter channels over the subscriber connection: a listener set per channel (see _channels.ts), fed by one loop
  * of `getPubSubMessage()` that runs while any channel is subscribed or being subscribed, and ends when the client
  * closes.
  */
 function pubsub(
-  client: GlideStandaloneClient | GlideClusterClientLike,
+  connection: () => Promise<GlideStandaloneClient | GlideClusterClientLike>,
   subscribeNow: (channel: string) => Promise<void>,
   unsubscribeNow: (channel: string) => Promise<void>,
 ): Pick<Driver, "subscribe" | "unsubscribe"> & { channels: Channels } {
@@ -277,9 +333,9 @@ function pubsub(
     while (channels.size > 0) {
       let m: GlidePubSubMessage;
       try {
-        m = await client.getPubSubMessage();
+        m = await (await connection()).getPubSubMessage();
       } catch {
-        break; // closed
+        break; // closed, or no subscriber connection (a waiter subscribing later starts again)
       }
       channels.get(String(m.channel))?.to(String(m.message));
     }
@@ -347,12 +403,15 @@ const KEYSPACE = /^__keyspace@/;
 function standaloneDriver(client: GlideStandaloneClient): Driver {
   const { driver, call } = calls((args) => client.customCommand(args, STRINGS));
   if (!canSubscribe(client, "subscribe", "unsubscribe")) return driver;
+  const connection = subscriberOf(client);
   const { channels, subscribe, unsubscribe } = pubsub(
-    client,
-    (ch) => client.subscribe!([ch], SUBSCRIBE_MS),
-    (ch) => client.unsubscribe!([ch], SUBSCRIBE_MS),
+    connection,
+    (ch) => connection().then((c) => c.subscribe!([ch], SUBSCRIBE_MS)),
+    (ch) => connection().then((c) => c.unsubscribe!([ch], SUBSCRIBE_MS)),
   );
-  const probe = resubscriptions(identity(call, () => call(["CLIENT", "ID"], "").then(String)), channels);
+  // (The subscriber connection's id: GLIDE replaces that one after a drop.)
+  const id = () => connection().then((c) => c.customCommand(["CLIENT", "ID"], STRINGS)).then(String, reworded);
+  const probe = resubscriptions(identity(call, id), channels);
   driver.subscribe = (ch, l) =>
     KEYSPACE.test(ch)
       ? Promise.reject(new Error(`redlease/glide does not subscribe keyspace channels ('${ch}')`))
@@ -377,13 +436,19 @@ function clusterDriver(cluster: GlideClusterClientLike): Driver {
   // Scripts call SPUBLISH: slot-local, instead of PUBLISH, which the cluster bus copies to every node.
   const sharded: Driver = { ...driver, sharded: true, unsent };
   if (!canSubscribe(cluster, "ssubscribe", "sunsubscribe")) return sharded;
+  const connection = subscriberOf(cluster);
   const { channels, subscribe, unsubscribe } = pubsub(
-    cluster,
-    (ch) => cluster.ssubscribe!([ch], SUBSCRIBE_MS),
-    (ch) => cluster.sunsubscribe!([ch], SUBSCRIBE_MS),
+    connection,
+    (ch) => connection().then((c) => c.ssubscribe!([ch], SUBSCRIBE_MS)),
+    (ch) => connection().then((c) => c.sunsubscribe!([ch], SUBSCRIBE_MS)),
   );
-  // The connection of every primary, where the shards' subscriptions are: one id per address, in address order.
-  const ids = () => call(["CLIENT", "ID"], "").then(idsByAddress);
+  // The subscriber's connection to every primary, where the shards' subscriptions are: one id per address, in
+  // address order.
+  const ids = () =>
+    connection().then((c) => c.customCommand(["CLIENT", "ID"], { route: "allPrimaries", ...STRINGS })).then(
+      idsByAddress,
+      reworded,
+    );
   const probe = resubscriptions(identity(call, ids), channels);
   return {
     ...sharded,
