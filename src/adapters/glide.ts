@@ -269,7 +269,8 @@ interface GlideClientClass<C> {
  * confirmations to the commands in flight as their replies, each later reply to the command after its own
  * (scripts/glide_reconnect_replies.ts). On a connection of their own, the waiters' subscriptions meet no command of
  * redlease's but their own and the probe's `CLIENT ID`, where a stray confirmation at worst makes waiters re-check.
- * Where the class or the settings cannot be found, the client's own connection, as before.
+ * Where the class or the settings cannot be found, or the second client cannot be made, the client's own connection,
+ * as before.
  */
 function subscriberOf<C extends GlideClientLike>(client: C): () => Promise<C> {
   const made = (client as { constructor?: Partial<GlideClientClass<C>> }).constructor;
@@ -282,24 +283,24 @@ function subscriberOf<C extends GlideClientLike>(client: C): () => Promise<C> {
   const close = client.close;
   client.close = function (this: C, ...args: [string?]) {
     closed = true;
-    sub?.then((s) => s.close(), () => {});
+    sub?.then((s) => s !== client && s.close(), () => {});
     sub = undefined;
     return close.apply(this, args);
   };
   return () => {
     if (closed) return Promise.reject(new Error("The GLIDE client was closed"));
-    if (!sub) {
-      // (Without the client's own `pubsubSubscriptions`: the subscriber has only the waiters' channels.)
-      const making = made.createClient!({ ...config, pubsubSubscriptions: undefined }).then((c) => {
-        if (!closed) return c;
-        c.close();
-        throw new Error("The GLIDE client was closed");
-      });
-      sub = making;
-      making.catch(() => {
-        if (sub === making) sub = undefined; // (not made: the next waiter tries again)
-      });
-    }
+    // (Without the client's own `pubsubSubscriptions`: the subscriber has only the waiters' channels.) A subscriber
+    // that cannot be made while the client's own connection answers (the server refuses a connection more: its
+    // `maxclients` reached) would fail every wait as an outage: the client's own connection then, for good, as
+    // before (the read loop and the subscriptions stay on one connection).
+    sub ??= made.createClient!({ ...config, pubsubSubscriptions: undefined }).then((c) => {
+      if (!closed) return c;
+      c.close();
+      throw new Error("The GLIDE client was closed");
+    }, (e: unknown) => {
+      if (closed) throw e;
+      return client;
+    });
     return sub;
   };
 }
