@@ -2,12 +2,16 @@
 // client of the client's class and settings. These tests check what happens where that second connection cannot be
 // made while the client's own works.
 import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 import type { GlideClient } from "@valkey/valkey-glide";
 import { acquire, release } from "../mod.ts";
 import { glide } from "../src/adapters/glide.ts";
-import { type Client, type RedisServer, startRedis } from "./_redis.ts";
+import { type Client, type RedisServer, runProcess, runtimeArgs, startRedis } from "./_redis.ts";
 import { glideClient } from "./_glide.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
 
 let srv: RedisServer;
 let admin: Client;
@@ -41,4 +45,14 @@ describe("GLIDE: the waiters' subscriber connection", () => {
       await admin.sendCommand(["CONFIG", "SET", "maxclients", "10000"]);
     }
   });
+
+  for (const how of ["before", "prototype"]) {
+    test(`a client closed without the wrapped close() (${how}), then watched: the process exits by itself`, async () => {
+      const [cmd, pre] = runtimeArgs(join(here, "fixtures", "glide_closed_exit.ts"));
+      const r = await runProcess(cmd, [...pre, srv.url, how], { cwd: join(here, ".."), timeoutMs: 20_000 });
+      assert.equal(r.killed, false, `still running after 20 s: a connection left open; stdout: ${r.stdout}`);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /done/);
+    });
+  }
 });

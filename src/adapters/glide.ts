@@ -281,20 +281,27 @@ function subscriberOf<C extends GlideClientLike>(client: C): () => Promise<C> {
   let sub: Promise<C> | undefined;
   let closed = false;
   const close = client.close;
-  client.close = function (this: C, ...args: [string?]) {
+  const shut = () => {
     closed = true;
     sub?.then((s) => s !== client && s.close(), () => {});
     sub = undefined;
+  };
+  client.close = function (this: C, ...args: [string?]) {
+    shut();
     return close.apply(this, args);
   };
   return () => {
+    // A client closed without the wrapper (before glide() wrapped it, or through the prototype): GLIDE says so in
+    // `isClosed`; no subscriber is made for it, and one made already is closed (every unsubscribe comes here), or it
+    // would keep the process alive.
+    if (!closed && (client as { isClosed?: unknown }).isClosed === true) shut();
     if (closed) return Promise.reject(new Error("The GLIDE client was closed"));
     // (Without the client's own `pubsubSubscriptions`: the subscriber has only the waiters' channels.) A subscriber
     // that cannot be made while the client's own connection answers (the server refuses a connection more: its
     // `maxclients` reached) would fail every wait as an outage: the client's own connection then, for good, as
     // before (the read loop and the subscriptions stay on one connection).
     sub ??= made.createClient!({ ...config, pubsubSubscriptions: undefined }).then((c) => {
-      if (!closed) return c;
+      if (!closed && (client as { isClosed?: unknown }).isClosed !== true) return c;
       c.close();
       throw new Error("The GLIDE client was closed");
     }, (e: unknown) => {
