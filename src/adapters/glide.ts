@@ -444,7 +444,12 @@ function clusterDriver(cluster: GlideClusterClientLike): Driver {
   // Scripts call SPUBLISH: slot-local, instead of PUBLISH, which the cluster bus copies to every node.
   const sharded: Driver = { ...driver, sharded: true, unsent };
   if (!canSubscribe(cluster, "ssubscribe", "sunsubscribe")) return sharded;
-  const connection = subscriberOf(cluster);
+  // (The cluster client's own connections, not a second client: GLIDE moves a sharded subscription to the node
+  // that serves its slot as it learns the slot map, which a client that sends commands learns at once, an idle one
+  // seconds later: after a failover a second client's waiters missed the handoff message (4.8 s, their heartbeat,
+  // against 1 ms; tests/cluster_failover.node.test.ts). So GLIDE's resubscription after a reconnect can still give
+  // a call another's reply on a cluster client: docs/clients.md.)
+  const connection = () => Promise.resolve(cluster);
   const { channels, subscribe, unsubscribe } = pubsub(
     connection,
     (ch) => connection().then((c) => c.ssubscribe!([ch], SUBSCRIBE_MS)),
