@@ -10,11 +10,12 @@
  *   with the other clients.
  * - Waiters are woken by pub/sub on GLIDE 2.3 and later, which subscribes at run time: `SUBSCRIBE` on a
  *   `GlideClient`, sharded `SSUBSCRIBE` on a `GlideClusterClient` (GLIDE routes it to the slot's shard and subscribes
- *   again after a reconnect or a slot move), on a second client of the same class and settings that the adapter
- *   makes at the first wait and closes with `client.close()` (see subscriberOf()); it reads that client's messages
- *   with `getPubSubMessage()`, and while there are waiters it asks its `CLIENT ID` and INFO's `run_id` once a second
- *   (of every primary on a cluster): a new one means that GLIDE replaced the connection, and the waiters re-check (a
- *   message may have been lost meanwhile).
+ *   again after a reconnect or a slot move). A `GlideClient`'s waiters subscribe on a second client of the same
+ *   class and settings that the adapter makes at the first wait and closes with `client.close()` (see
+ *   subscriberOf()); a cluster client's, on its own connections. The adapter reads those messages with
+ *   `getPubSubMessage()`, and while there are waiters it asks the subscribing connection's `CLIENT ID` and INFO's
+ *   `run_id` once a second (of every primary on a cluster): a new one means that GLIDE replaced the connection, and
+ *   the waiters re-check (a message may have been lost meanwhile).
  *   Waiters poll instead (jittered, bounded by the holder's TTL) on GLIDE 2.0–2.2, on a RESP2 client, and on a
  *   client created with a `pubsubSubscriptions` callback (GLIDE hands every message to that callback).
  * - On a cluster, during a failover, GLIDE fails calls that never ran: with a `MOVED` or `ASK` (it can stop following
@@ -149,9 +150,11 @@ function has(value: unknown, ...names: string[]): boolean {
  * {@linkcode Driver}.
  *
  * Call it once per client and pass the driver to every redlease call: the same client always yields the same driver.
- * Waiters subscribe on a second connection: a client of the same class and settings, made at the first wait and
- * closed by `client.close()` (the adapter wraps that method), so that no subscription shares a connection with the
- * scripts (GLIDE 2.5.2 can give a subscription's confirmation to a command in flight as its reply after a reconnect).
+ * A `GlideClient`'s waiters subscribe on a second connection: a client of the same class and settings, made at the
+ * first wait and closed by `client.close()` (the adapter wraps that method), so that no subscription shares a
+ * connection with the scripts (GLIDE 2.5.2 can give a subscription's confirmation to a command in flight as its reply
+ * after a reconnect). A `GlideClusterClient`'s subscribe on its own connections (see docs/clients.md for what that
+ * leaves open).
  *
  * @param client A connected `GlideClient` or `GlideClusterClient` (the awaited `createClient()`).
  * @returns A driver for `client`; the same one on every call with the same client.
@@ -455,13 +458,8 @@ function clusterDriver(cluster: GlideClusterClientLike): Driver {
     (ch) => connection().then((c) => c.ssubscribe!([ch], SUBSCRIBE_MS)),
     (ch) => connection().then((c) => c.sunsubscribe!([ch], SUBSCRIBE_MS)),
   );
-  // The subscriber's connection to every primary, where the shards' subscriptions are: one id per address, in
-  // address order.
-  const ids = () =>
-    connection().then((c) => c.customCommand(["CLIENT", "ID"], { route: "allPrimaries", ...STRINGS })).then(
-      idsByAddress,
-      reworded,
-    );
+  // The connection of every primary, where the shards' subscriptions are: one id per address, in address order.
+  const ids = () => call(["CLIENT", "ID"], "").then(idsByAddress);
   const probe = resubscriptions(identity(call, ids), channels);
   return {
     ...sharded,
