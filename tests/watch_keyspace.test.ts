@@ -215,6 +215,9 @@ describe("watch, keyspace notifications: another database, an older server's ref
       const done = (async () => {
         for await (const c of watch(w, name, { signal: stop.signal, pollMs: 200 })) seen.push(c);
       })();
+      // (Its first state read before the waiter joins: read after, it shows the waiter already, and no change
+      // follows; a run with two CPU hogs beside the suite saw that.)
+      await until("the watch's first state", () => seen.length > 0);
       const holder = await acquire(admin, name, { leaseMs: 30_000 });
       const waiting = acquire(admin, name, { leaseMs: 30_000, waitMs: 5_000 });
       await queued(admin, name);
