@@ -176,6 +176,15 @@ async function failover(kind: string, make: (c: StartedCluster) => Promise<Made>
     // The keeper's lease lived through the failover; its release hands the lease to the waiter that subscribed
     // before it, by a message on the new master (a waiter that missed it would re-check only on its heartbeat).
     assert.equal(keeper.signal.aborted, false, `${kind}: the keeper's lease was kept across the failover`);
+    // Released once the waiter's subscription is on the promoted master: a client moves it there when it learns the
+    // new slot map, which GLIDE did seconds late in two loaded CI runs (27 Nov), and a release before that reaches
+    // nobody. (10 s at most; the bound below then tells.)
+    const channel = `${keysOf("redlease", kept).hash}*`;
+    for (const end = performance.now() + 10_000; performance.now() < end;) {
+      const on = await c.command(replica.port, "PUBSUB", "SHARDCHANNELS", channel).catch(() => []) as unknown[];
+      if (on.length > 0) break;
+      await sleep(20);
+    }
     const t0 = performance.now();
     assert.equal(await release(keeper), true);
     const next = await waiter2;
